@@ -1,0 +1,123 @@
+package v1alpha
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+)
+
+// ErrorTypeFieldNumber is the field number of error_type in
+// k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse (KEP-5322).
+const ErrorTypeFieldNumber protowire.Number = 3
+
+var (
+	// ErrMalformed: the bytes of field 3 cannot be decoded as a varint.
+	ErrMalformed = errors.New("malformed error_type field")
+	// ErrDuplicated: field 3 occurs more than once. Protobuf would take the last
+	// value; we refuse to guess which one the driver meant.
+	ErrDuplicated = errors.New("duplicated error_type field")
+	// ErrUnknownValue: field 3 holds a value this version does not know.
+	ErrUnknownValue = errors.New("unknown error_type value")
+)
+
+// GetErrorType returns the error_type a driver set on a stock v1
+// NodePrepareResourceResponse. Anything but a single, well-formed Permanent
+// value reads as Unknown: a driver has to be explicit to get a pod failed.
+func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) ErrorType {
+	errorType, err := DecodeErrorType(resp)
+	if err != nil {
+		return ErrorType_Unknown
+	}
+	return errorType
+}
+
+// DecodeErrorType is GetErrorType with the reason why a value was not
+// accepted: ErrMalformed, ErrDuplicated or ErrUnknownValue (checked with
+// errors.Is). A nil response or an absent field is Unknown without error.
+func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (ErrorType, error) {
+	if resp == nil {
+		return ErrorType_Unknown, nil
+	}
+	return decodeErrorType(resp.ProtoReflect().GetUnknown())
+}
+
+func decodeErrorType(unknown []byte) (ErrorType, error) {
+	var (
+		value uint64
+		found bool
+	)
+	for len(unknown) > 0 {
+		num, typ, tagLen := protowire.ConsumeTag(unknown)
+		if tagLen < 0 {
+			return ErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tagLen))
+		}
+		if num != ErrorTypeFieldNumber {
+			// Another unknown field, perhaps from a newer API: skip it.
+			fieldLen := protowire.ConsumeFieldValue(num, typ, unknown[tagLen:])
+			if fieldLen < 0 {
+				return ErrorType_Unknown, fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(fieldLen))
+			}
+			unknown = unknown[tagLen+fieldLen:]
+			continue
+		}
+		if typ != protowire.VarintType {
+			return ErrorType_Unknown, fmt.Errorf("%w: wire type %d, want varint", ErrMalformed, typ)
+		}
+		if found {
+			return ErrorType_Unknown, ErrDuplicated
+		}
+		v, valueLen := protowire.ConsumeVarint(unknown[tagLen:])
+		if valueLen < 0 {
+			return ErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(valueLen))
+		}
+		value, found = v, true
+		unknown = unknown[tagLen+valueLen:]
+	}
+	if !found {
+		return ErrorType_Unknown, nil
+	}
+	switch value {
+	case uint64(ErrorType_Unknown), uint64(ErrorType_Permanent):
+		return ErrorType(value), nil
+	}
+	// Enums are int32 on the wire, negative values sign-extended to 64 bits.
+	return ErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int64(value))
+}
+
+// SetErrorType sets error_type on a stock v1 NodePrepareResourceResponse,
+// replacing any previous value and keeping other unknown fields. Unknown
+// removes the field, as proto3 never sends a default value.
+func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType ErrorType) {
+	msg := resp.ProtoReflect()
+	kept := withoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
+	if errorType != ErrorType_Unknown {
+		kept = protowire.AppendTag(kept, ErrorTypeFieldNumber, protowire.VarintType)
+		kept = protowire.AppendVarint(kept, uint64(int64(errorType)))
+	}
+	msg.SetUnknown(kept)
+}
+
+// withoutField returns the raw fields without any occurrence of num. Bytes
+// that do not parse are dropped from that point on: they could not have been
+// sent back out as a valid message anyway.
+func withoutField(raw []byte, num protowire.Number) []byte {
+	var kept []byte
+	for len(raw) > 0 {
+		n, typ, tagLen := protowire.ConsumeTag(raw)
+		if tagLen < 0 {
+			break
+		}
+		fieldLen := protowire.ConsumeFieldValue(n, typ, raw[tagLen:])
+		if fieldLen < 0 {
+			break
+		}
+		if n != num {
+			kept = append(kept, raw[:tagLen+fieldLen]...)
+		}
+		raw = raw[tagLen+fieldLen:]
+	}
+	return kept
+}

@@ -1,0 +1,177 @@
+package v1alpha
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+)
+
+func varintField(num protowire.Number, v uint64) []byte {
+	b := protowire.AppendTag(nil, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func TestDecodeErrorType(t *testing.T) {
+	otherField := protowire.AppendString(protowire.AppendTag(nil, 7, protowire.BytesType), "future")
+	cases := map[string]struct {
+		unknown []byte
+		want    ErrorType
+		wantErr error
+	}{
+		"absent":               {},
+		"permanent":            {unknown: varintField(3, 1), want: ErrorType_Permanent},
+		"explicit unknown":     {unknown: varintField(3, 0), want: ErrorType_Unknown},
+		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: ErrorType_Permanent},
+		"unknown value 2":      {unknown: varintField(3, 2), wantErr: ErrUnknownValue},
+		"negative value":       {unknown: varintField(3, uint64(0xffffffffffffffff)), wantErr: ErrUnknownValue},
+		"value 2^32+1":         {unknown: varintField(3, 1<<32+1), wantErr: ErrUnknownValue},
+		"duplicated":           {unknown: append(varintField(3, 1), varintField(3, 1)...), wantErr: ErrDuplicated},
+		"wrong wire type":      {unknown: protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01"), wantErr: ErrMalformed},
+		"truncated varint":     {unknown: []byte{0x18, 0x80}, wantErr: ErrMalformed},
+		"truncated tag":        {unknown: []byte{0x80}, wantErr: ErrMalformed},
+		"broken other field":   {unknown: []byte{0x3a, 0x05, 'a'}, wantErr: ErrMalformed},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := &drapbv1.NodePrepareResourceResponse{Error: "boom"}
+			resp.ProtoReflect().SetUnknown(tc.unknown)
+			got, err := DecodeErrorType(resp)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("DecodeErrorType error = %v, want %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("DecodeErrorType = %v, want %v", got, tc.want)
+			}
+			if tc.wantErr != nil && GetErrorType(resp) != ErrorType_Unknown {
+				t.Errorf("GetErrorType = %v for invalid input, want Unknown", GetErrorType(resp))
+			}
+		})
+	}
+}
+
+func TestGetErrorTypeNil(t *testing.T) {
+	if got := GetErrorType(nil); got != ErrorType_Unknown {
+		t.Errorf("GetErrorType(nil) = %v, want Unknown", got)
+	}
+}
+
+// TestWireRoundTrip marshals a stock v1 response carrying error_type, as a
+// driver sends it, and decodes it as a kubelet does.
+func TestWireRoundTrip(t *testing.T) {
+	cases := map[string]struct {
+		set  ErrorType
+		want ErrorType
+	}{
+		"permanent": {set: ErrorType_Permanent, want: ErrorType_Permanent},
+		"unknown":   {set: ErrorType_Unknown, want: ErrorType_Unknown},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sent := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
+				"uid-1": {Error: "invalid config"},
+			}}
+			SetErrorType(sent.Claims["uid-1"], ErrorType_Permanent)
+			SetErrorType(sent.Claims["uid-1"], tc.set) // replaces, never duplicates
+			data, err := proto.Marshal(sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var received drapbv1.NodePrepareResourcesResponse
+			if err := proto.Unmarshal(data, &received); err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeErrorType(received.Claims["uid-1"])
+			if err != nil || got != tc.want {
+				t.Errorf("DecodeErrorType = %v, %v; want %v", got, err, tc.want)
+			}
+			if received.Claims["uid-1"].GetError() != "invalid config" {
+				t.Errorf("error text changed: %q", received.Claims["uid-1"].GetError())
+			}
+		})
+	}
+}
+
+// TestMirrorMessage checks that the documented mirror message encodes
+// exactly what SetErrorType puts on the stock message.
+func TestMirrorMessage(t *testing.T) {
+	mirror, err := proto.Marshal(&NodePrepareResourceResponseExtension{ErrorType: ErrorType_Permanent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &drapbv1.NodePrepareResourceResponse{}
+	SetErrorType(resp, ErrorType_Permanent)
+	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(mirror) {
+		t.Errorf("SetErrorType bytes %x, mirror message bytes %x", got, mirror)
+	}
+}
+
+func TestSetErrorTypeKeepsOtherUnknownFields(t *testing.T) {
+	other := protowire.AppendString(protowire.AppendTag(nil, 9, protowire.BytesType), "keep me")
+	resp := &drapbv1.NodePrepareResourceResponse{Error: "x"}
+	resp.ProtoReflect().SetUnknown(append(append([]byte{}, other...), varintField(3, 2)...))
+	SetErrorType(resp, ErrorType_Permanent)
+	want := append(append([]byte{}, other...), varintField(3, 1)...)
+	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(want) {
+		t.Errorf("unknown fields = %x, want %x", got, want)
+	}
+	SetErrorType(resp, ErrorType_Unknown)
+	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(other) {
+		t.Errorf("after clearing: unknown fields = %x, want %x", got, other)
+	}
+}
+
+// FuzzDecodeErrorType: any bytes decode without panicking, and Permanent is
+// returned only for bytes holding exactly one well-formed field 3 = 1.
+func FuzzDecodeErrorType(f *testing.F) {
+	f.Add(varintField(3, 1))
+	f.Add(append(varintField(3, 1), varintField(3, 1)...))
+	f.Add([]byte{0x18, 0x80})
+	f.Add(varintField(3, 2))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, unknown []byte) {
+		resp := &drapbv1.NodePrepareResourceResponse{}
+		resp.ProtoReflect().SetUnknown(unknown)
+		got, err := DecodeErrorType(resp)
+		if err != nil && got != ErrorType_Unknown {
+			t.Fatalf("error %v with type %v", err, got)
+		}
+		if got != GetErrorType(resp) {
+			t.Fatalf("GetErrorType disagrees with DecodeErrorType")
+		}
+		if got != ErrorType_Permanent {
+			return
+		}
+		// Cross-check with an independent parse: exactly one field 3, value 1.
+		count := 0
+		for b := unknown; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				t.Fatalf("Permanent from unparsable bytes %x", unknown)
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if m < 0 {
+				t.Fatalf("Permanent from unparsable bytes %x", unknown)
+			}
+			if num == 3 {
+				count++
+				if v, _ := protowire.ConsumeVarint(b[n:]); typ != protowire.VarintType || v != 1 {
+					t.Fatalf("Permanent from field 3 = %d (type %d)", v, typ)
+				}
+			}
+			b = b[n+m:]
+		}
+		if count != 1 {
+			t.Fatalf("Permanent from %d occurrences of field 3", count)
+		}
+		// What a driver writes, a kubelet reads back.
+		again := &drapbv1.NodePrepareResourceResponse{}
+		SetErrorType(again, got)
+		if GetErrorType(again) != got {
+			t.Fatalf("SetErrorType/GetErrorType round trip failed")
+		}
+	})
+}

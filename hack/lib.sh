@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2034 # its variables are used by the scripts that source it
+# Shared settings for the hack/ scripts. Source it; do not run it.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export REPO_ROOT
+# The one place the upstream version is pinned.
+KUBE_VERSION=v1.37.1
+KUBE_STAGING_VERSION=v0.37.1
+# Revision of this fork on top of KUBE_VERSION: the patched kubelet reports
+# KUBE_VERSION-dra-failfast.FORK_REVISION (kubelet --version).
+FORK_REVISION=1
+FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
+OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+# kube_module_dir prints the module-cache directory of k8s.io/kubernetes at KUBE_VERSION,
+# downloading it when missing.
+kube_module_dir() {
+  go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'
+}
+
+# staging_modules [GOMOD] prints the staging module paths read from upstream's go.mod replace block
+# (GOMOD: that go.mod, by default the one of k8s.io/kubernetes@KUBE_VERSION in the module cache).
+staging_modules() {
+  local gomod=${1:-} dir
+  if [ -z "${gomod}" ]; then
+    dir=$(kube_module_dir)
+    [ -n "${dir}" ] || die "cannot download k8s.io/kubernetes@${KUBE_VERSION}"
+    gomod="${dir}/go.mod"
+  fi
+  sed -n 's#^\t\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/.*#\1#p' "${gomod}"
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fails when go.mod's replace block drifts from what hack/update-gomod.sh generates.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "${tmp}"' EXIT
+cp go.mod go.sum "${tmp}/"
+"${REPO_ROOT}/hack/update-gomod.sh"
+if ! diff -u "${tmp}/go.mod" go.mod; then
+  cp "${tmp}/go.mod" "${tmp}/go.sum" .
+  die "go.mod replace block is out of date: run hack/update-gomod.sh"
+fi
+log "go.mod replace block matches k8s.io/kubernetes@${KUBE_VERSION}"

@@ -1,0 +1,162 @@
+package failfastplugin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes/fake"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+const driverName = "driver.dra-failfast.test"
+
+// scriptedPlugin fails each claim as its name says.
+type scriptedPlugin struct{}
+
+func (scriptedPlugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		switch claim.Name {
+		case "permanent":
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s: %w", claim.Name, failfastplugin.Permanent(errors.New("invalid opaque config")))}
+		case "transient":
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: errors.New("device busy")}
+		default:
+			result[claim.UID] = kubeletplugin.PrepareResult{Devices: []kubeletplugin.Device{{PoolName: "pool", DeviceName: "dev-0"}}}
+		}
+	}
+	return result, nil
+}
+
+func (scriptedPlugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	return map[types.UID]error{}, nil
+}
+
+func (scriptedPlugin) HandleError(ctx context.Context, err error, msg string) {}
+
+func (scriptedPlugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	<-ctx.Done()
+	return nil
+}
+
+func allocatedClaim(name string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+				{Request: "req", Driver: driverName, Pool: "pool", Device: "dev-0"},
+			}},
+		}},
+	}
+}
+
+// TestRoundTrip runs a driver with kubeletplugin.Start and this library on a
+// real unix socket, calls it with a stock v1 gRPC client as a kubelet does,
+// and classifies the answer with the kubelet-side package.
+func TestRoundTrip(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, dra.DRAHandlePermanentDriverFailures, true)
+	names := []string{"ok", "transient", "permanent"}
+	client := fake.NewClientset()
+	var sent []*drapbv1.Claim
+	for _, name := range names {
+		claim := allocatedClaim(name)
+		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
+	}
+
+	dir := t.TempDir()
+	for _, sub := range []string{"registry", "plugin"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	helper, err := failfastplugin.Start(t.Context(), scriptedPlugin{},
+		kubeletplugin.DriverName(driverName),
+		kubeletplugin.NodeName("node"),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+	)
+	if err != nil {
+		t.Fatalf("start driver: %v", err)
+	}
+	t.Cleanup(helper.Stop)
+
+	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(t.Context(), &drapbv1.NodePrepareResourcesRequest{Claims: sent})
+	if err != nil {
+		t.Fatalf("NodePrepareResources: %v", err)
+	}
+
+	wantWire := map[string]v1alpha.ErrorType{"uid-ok": v1alpha.ErrorType_Unknown, "uid-transient": v1alpha.ErrorType_Unknown, "uid-permanent": v1alpha.ErrorType_Permanent}
+	for uid, want := range wantWire {
+		if got := v1alpha.GetErrorType(resp.Claims[uid]); got != want {
+			t.Errorf("error_type of %s = %v, want %v", uid, got, want)
+		}
+	}
+
+	result := dra.Classify(driverName, sent, resp, nil)
+	want := map[string]dra.Outcome{"ok": dra.Prepared, "transient": dra.FailedTransient, "permanent": dra.FailedPermanent}
+	if result.Err != nil {
+		t.Fatalf("classify: %v", result.Err)
+	}
+	for _, claim := range result.Claims {
+		if claim.Outcome != want[claim.Claim.Name] {
+			t.Errorf("claim %s: outcome %v, want %v (message %q)", claim.Claim.Name, claim.Outcome, want[claim.Claim.Name], claim.Message)
+		}
+	}
+	if got := result.Claims[2].Message; got != "claim permanent: invalid opaque config" {
+		t.Errorf("permanent message = %q", got)
+	}
+}
+
+// TestWrapWithoutInterceptor: without the interceptor a marked error reaches
+// the kubelet as a plain (transient) error rather than getting lost.
+func TestWrapWithoutInterceptor(t *testing.T) {
+	plugin := failfastplugin.Wrap(scriptedPlugin{})
+	result, err := plugin.PrepareResourceClaims(t.Context(), []*resourceapi.ResourceClaim{allocatedClaim("permanent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := result["uid-permanent"]; !failfastplugin.IsPermanent(r.Err) {
+		t.Errorf("wrapped plugin changed the result: %+v", r)
+	}
+}
+
+// TestInterceptorOnlyTouchesPrepare: other methods and failed calls pass through.
+func TestInterceptorOnlyTouchesPrepare(t *testing.T) {
+	resp := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"u": {Error: "x"}}}
+	handler := func(ctx context.Context, req any) (any, error) { return resp, nil }
+	for _, method := range []string{drapbv1.DRAPlugin_NodeUnprepareResources_FullMethodName, drapbv1.DRAPlugin_NodePrepareResources_FullMethodName} {
+		if _, err := failfastplugin.UnaryServerInterceptor(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: method}, handler); err != nil {
+			t.Fatal(err)
+		}
+		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.ErrorType_Unknown {
+			t.Errorf("%s: error_type = %v without a permanent mark", method, got)
+		}
+	}
+}

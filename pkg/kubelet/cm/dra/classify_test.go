@@ -1,0 +1,163 @@
+package dra
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+)
+
+const testDriver = "driver.dra-failfast.test"
+
+func sentClaims(uids ...string) []*drapbv1.Claim {
+	claims := make([]*drapbv1.Claim, 0, len(uids))
+	for _, uid := range uids {
+		claims = append(claims, &drapbv1.Claim{Namespace: "ns", Name: "claim-" + uid, Uid: uid})
+	}
+	return claims
+}
+
+func claimResp(errText string, errorType v1alpha.ErrorType) *drapbv1.NodePrepareResourceResponse {
+	resp := &drapbv1.NodePrepareResourceResponse{Error: errText}
+	v1alpha.SetErrorType(resp, errorType)
+	return resp
+}
+
+func withUnknown(resp *drapbv1.NodePrepareResourceResponse, raw []byte) *drapbv1.NodePrepareResourceResponse {
+	resp.ProtoReflect().SetUnknown(raw)
+	return resp
+}
+
+func enableFeature(t *testing.T, enabled bool) {
+	t.Helper()
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, DRAHandlePermanentDriverFailures, enabled)
+}
+
+// outcome is the part of ClaimResult a test case spells out.
+type outcome struct {
+	Outcome    Outcome
+	Message    string
+	Downgraded string
+}
+
+func TestClassify(t *testing.T) {
+	permanent, transient := v1alpha.ErrorType_Permanent, v1alpha.ErrorType_Unknown
+	cases := map[string]struct {
+		disabled bool
+		sent     []string
+		resp     map[string]*drapbv1.NodePrepareResourceResponse
+		callErr  error
+		want     []outcome
+		wantErr  bool
+	}{
+		"all prepared": {
+			sent: []string{"a", "b"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": {}, "b": {}},
+			want: []outcome{{Outcome: Prepared}, {Outcome: Prepared}},
+		},
+		"one of each": {
+			sent: []string{"a", "b", "c"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{
+				"a": {}, "b": claimResp("busy", transient), "c": claimResp("bad config", permanent),
+			},
+			want: []outcome{
+				{Outcome: Prepared},
+				{Outcome: FailedTransient, Message: "busy"},
+				{Outcome: FailedPermanent, Message: "bad config"},
+			},
+		},
+		"gate off: permanent is transient": {
+			disabled: true,
+			sent:     []string{"a"},
+			resp:     map[string]*drapbv1.NodePrepareResourceResponse{"a": claimResp("bad config", permanent)},
+			want:     []outcome{{Outcome: FailedTransient, Message: "bad config", Downgraded: DowngradeFeatureDisabled}},
+		},
+		"empty error with permanent is success": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": claimResp("", permanent)},
+			want: []outcome{{Outcome: Prepared, Downgraded: DowngradeEmptyError}},
+		},
+		"unknown enum value": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x02})},
+			want: []outcome{{Outcome: FailedTransient, Message: "x", Downgraded: DowngradeUnknownErrorType}},
+		},
+		"duplicated field": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x01, 0x18, 0x01})},
+			want: []outcome{{Outcome: FailedTransient, Message: "x", Downgraded: DowngradeMalformedErrorType}},
+		},
+		"malformed field": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18})},
+			want: []outcome{{Outcome: FailedTransient, Message: "x", Downgraded: DowngradeMalformedErrorType}},
+		},
+		"result for a claim not sent: nothing is permanent": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{
+				"a": claimResp("bad config", permanent), "zzz": {},
+			},
+			want: []outcome{{
+				Outcome:    FailedTransient,
+				Message:    "NodePrepareResources returned result for unknown claim UID zzz",
+				Downgraded: DowngradeUnknownClaim,
+			}},
+			wantErr: true,
+		},
+		"missing result": {
+			sent: []string{"a", "b"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": {}},
+			want: []outcome{{Outcome: Prepared}, {Outcome: FailedTransient, Message: "NodePrepareResources returned no result for the claim"}},
+		},
+		"gRPC error": {
+			sent:    []string{"a", "b"},
+			callErr: errors.New("connection refused"),
+			want: []outcome{
+				{Outcome: FailedTransient, Message: "NodePrepareResources: connection refused"},
+				{Outcome: FailedTransient, Message: "NodePrepareResources: connection refused"},
+			},
+			wantErr: true,
+		},
+		"nil response": {
+			sent:    []string{"a"},
+			want:    []outcome{{Outcome: FailedTransient, Message: "NodePrepareResources: empty response"}},
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			enableFeature(t, !tc.disabled)
+			var resp *drapbv1.NodePrepareResourcesResponse
+			if tc.resp != nil {
+				resp = &drapbv1.NodePrepareResourcesResponse{Claims: tc.resp}
+			}
+			result := Classify(testDriver, sentClaims(tc.sent...), resp, tc.callErr)
+			if (result.Err != nil) != tc.wantErr {
+				t.Errorf("Err = %v, want error: %v", result.Err, tc.wantErr)
+			}
+			var got []outcome
+			for i, c := range result.Claims {
+				if c.Driver != testDriver || string(c.Claim.UID) != tc.sent[i] || c.Claim.Name != "claim-"+tc.sent[i] {
+					t.Errorf("claim %d is %+v, want UID %s of driver %s", i, c, tc.sent[i], testDriver)
+				}
+				got = append(got, outcome{Outcome: c.Outcome, Message: c.Message, Downgraded: c.Downgraded})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+			wantFailed := tc.wantErr
+			for _, o := range tc.want {
+				wantFailed = wantFailed || o.Outcome != Prepared
+			}
+			if result.Failed() != wantFailed {
+				t.Errorf("Failed() = %v, want %v", result.Failed(), wantFailed)
+			}
+		})
+	}
+}

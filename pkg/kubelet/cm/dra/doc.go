@@ -1,0 +1,15 @@
+// Package dra is the dra-failfast logic that the patched kubelet's DRA
+// manager, kuberuntime and kubelet call (KEP-5322, feature gate
+// DRAHandlePermanentDriverFailures). The upstream patch series only adds the
+// calls; every decision is made here:
+//
+//   - PrepareFailures classifies each driver's NodePrepareResources response
+//     (Classify) and turns all failures of a pod into one error, a
+//     *PermanentPodError when any claim failed permanently;
+//   - DowngradeIfStarted keeps pods that already ran containers out of it;
+//   - PodRejection gives kubelet.SyncPod the Reason and Message to fail the
+//     pod with, and AppendPodCondition the condition that Jobs can match.
+//
+// With the feature gate off, every function here leaves the kubelet's stock
+// behaviour unchanged.
+package dra

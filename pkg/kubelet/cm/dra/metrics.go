@@ -1,0 +1,33 @@
+package dra
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "kubelet"
+
+var (
+	permanentFailures = metrics.NewCounterVec(
+		&metrics.CounterOpts{
+			Subsystem:      metricsSubsystem,
+			Name:           "dra_permanent_failures_total",
+			Help:           "Number of ResourceClaims whose permanent NodePrepareResources failure made the kubelet fail a pod, by driver.",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name"},
+	)
+	permanentDowngrades = metrics.NewCounterVec(
+		&metrics.CounterOpts{
+			Subsystem:      metricsSubsystem,
+			Name:           "dra_permanent_failure_downgrades_total",
+			Help:           "Number of NodePrepareResources claim results that were or may have been marked permanent but were treated as transient by a safety rule, by driver and reason.",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name", "reason"},
+	)
+)
+
+func init() {
+	legacyregistry.MustRegister(permanentFailures, permanentDowngrades)
+}

@@ -1,0 +1,124 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+)
+
+// PrepareFailures collects the failures of all NodePrepareResources calls of
+// one PrepareResources attempt for a pod, so that the error names every
+// failing claim instead of the first one found.
+//
+// The DRA manager calls Record after each driver call; when Record returns
+// true, the manager skips its own handling of that response. After the last
+// driver, Err returns the attempt's error. With the feature gate off, Record
+// always returns false and Err nil: the manager behaves as in stock.
+type PrepareFailures struct {
+	enabled bool
+	pod     *v1.Pod
+	claims  map[types.UID]*resourceapi.ResourceClaim
+	results []DriverResult
+}
+
+// NewPrepareFailures starts collecting for pod. claims are the ResourceClaims
+// being prepared, by UID; they name the devices of a failing claim.
+func NewPrepareFailures(pod *v1.Pod, claims map[types.UID]*resourceapi.ResourceClaim) *PrepareFailures {
+	return &PrepareFailures{enabled: Enabled(), pod: pod, claims: claims}
+}
+
+// Record classifies one driver's NodePrepareResources call (see Classify) and
+// reports whether it failed in any way. The caller must not use resp when it
+// returns true.
+func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareResourcesResponse, callErr error) bool {
+	if !f.enabled {
+		return false
+	}
+	result := Classify(driver, sent, resp, callErr)
+	logger := klog.FromContext(ctx)
+	for _, claim := range result.Claims {
+		if claim.Downgraded != "" {
+			permanentDowngrades.WithLabelValues(driver, claim.Downgraded).Inc()
+			logger.Info("Warning: DRA driver response not taken as a permanent failure", "driverName", driver, "claim", claim.Claim, "reason", claim.Downgraded, "pod", klog.KObj(f.pod))
+		}
+	}
+	if !result.Failed() {
+		return false
+	}
+	f.results = append(f.results, result)
+	return true
+}
+
+// Err returns nil when no driver failed, a *PermanentPodError when any claim
+// failed permanently, and otherwise an error naming every transient failure.
+func (f *PrepareFailures) Err() error {
+	if len(f.results) == 0 {
+		return nil
+	}
+	var permanent []*PermanentError
+	var transient []error
+	for _, result := range f.results {
+		if result.Err != nil {
+			transient = append(transient, fmt.Errorf("driver %s: %w", result.Driver, result.Err))
+			continue
+		}
+		for _, claim := range result.Claims {
+			switch claim.Outcome {
+			case FailedPermanent:
+				permanent = append(permanent, &PermanentError{
+					Claim:   claim.Claim,
+					Driver:  result.Driver,
+					Devices: f.devices(claim.Claim.UID, result.Driver),
+					Message: claim.Message,
+				})
+			case FailedTransient:
+				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",
+					claim.Claim, result.Driver, sanitize(claim.Message, maxDriverMessageLen)))
+			}
+		}
+	}
+	// Drivers are called in map order: sort so that the text is stable.
+	slices.SortFunc(permanent, func(a, b *PermanentError) int {
+		return strings.Compare(a.Claim.String()+"\x00"+a.Driver, b.Claim.String()+"\x00"+b.Driver)
+	})
+	slices.SortFunc(transient, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if len(permanent) > 0 {
+		return &PermanentPodError{Permanent: permanent, Transient: transient}
+	}
+	return transientErrors(transient)
+}
+
+// transientErrors joins errors on one line: the text goes into an Event.
+type transientErrors []error
+
+func (e transientErrors) Error() string {
+	parts := make([]string, 0, len(e))
+	for _, err := range e {
+		parts = append(parts, err.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e transientErrors) Unwrap() []error { return e }
+
+// devices lists the devices that driver allocated to the claim, as "pool/device".
+func (f *PrepareFailures) devices(uid types.UID, driver string) []string {
+	claim := f.claims[uid]
+	if claim == nil || claim.Status.Allocation == nil {
+		return nil
+	}
+	var devices []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver == driver {
+			devices = append(devices, r.Pool+"/"+r.Device)
+		}
+	}
+	return devices
+}
