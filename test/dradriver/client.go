@@ -1,0 +1,78 @@
+package dradriver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client talks to the HTTP endpoint of a running driver (--stats-address).
+type Client struct {
+	// BaseURL is for example "http://127.0.0.1:8081".
+	BaseURL string
+	// HTTPClient defaults to http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// Healthz returns nil when the driver answers GET /healthz with 200.
+func (c *Client) Healthz(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, http.StatusOK, nil)
+}
+
+// Stats returns the counters (GET /stats).
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var stats Stats
+	if err := c.do(ctx, http.MethodGet, "/stats", nil, http.StatusOK, &stats); err != nil {
+		return nil, err
+	}
+	return &stats, nil
+}
+
+// SetBroken adds device to the broken set (POST /broken) or removes it
+// (DELETE /broken).
+func (c *Client) SetBroken(ctx context.Context, device string, broken bool) error {
+	method := http.MethodDelete
+	if broken {
+		method = http.MethodPost
+	}
+	return c.do(ctx, method, "/broken", url.Values{"device": {device}}, http.StatusNoContent, nil)
+}
+
+// Reset clears the counters (POST /reset).
+func (c *Client) Reset(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/reset", nil, http.StatusNoContent, nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, wantStatus int, into any) error {
+	u := strings.TrimSuffix(c.BaseURL, "/") + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return fmt.Errorf("dra-test-driver %s %s: %w", method, path, err)
+	}
+	httpClient := c.HTTPClient
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("dra-test-driver %s %s: %w", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != wantStatus {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("dra-test-driver %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if into != nil {
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			return fmt.Errorf("dra-test-driver %s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}

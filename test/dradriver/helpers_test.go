@@ -1,0 +1,122 @@
+package dradriver
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+const (
+	testDriver    = "driver.dra-failfast.test"
+	testNode      = "node-1"
+	testNamespace = "ns"
+)
+
+// newClaim returns an allocated claim with results of the test driver on
+// testNode (and whatever configs are given).
+func newClaim(name string, results []resourceapi.DeviceRequestAllocationResult, configs ...resourceapi.DeviceAllocationConfiguration) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
+		Status: resourceapi.ResourceClaimStatus{
+			Allocation: &resourceapi.AllocationResult{
+				Devices: resourceapi.DeviceAllocationResult{Results: results, Config: configs},
+			},
+		},
+	}
+}
+
+func result(request, device string) resourceapi.DeviceRequestAllocationResult {
+	return resourceapi.DeviceRequestAllocationResult{Request: request, Driver: testDriver, Pool: testNode, Device: device}
+}
+
+func oneDevice(device string) []resourceapi.DeviceRequestAllocationResult {
+	return []resourceapi.DeviceRequestAllocationResult{result("dev", device)}
+}
+
+// claimConfig is an opaque config from the claim for the test driver.
+func claimConfig(parameters string, requests ...string) resourceapi.DeviceAllocationConfiguration {
+	return opaqueConfig(testDriver, resourceapi.AllocationConfigSourceClaim, parameters, requests...)
+}
+
+func opaqueConfig(driver string, source resourceapi.AllocationConfigSource, parameters string, requests ...string) resourceapi.DeviceAllocationConfiguration {
+	return resourceapi.DeviceAllocationConfiguration{
+		Source:   source,
+		Requests: requests,
+		DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver:     driver,
+				Parameters: runtime.RawExtension{Raw: []byte(parameters)},
+			},
+		},
+	}
+}
+
+// fakePublisher records what gets published.
+type fakePublisher struct {
+	mu        sync.Mutex
+	published []resourceslice.DriverResources
+}
+
+func (p *fakePublisher) PublishResources(_ context.Context, resources resourceslice.DriverResources) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.published = append(p.published, resources)
+	return nil
+}
+
+func (p *fakePublisher) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.published)
+}
+
+// taints returns the devices with the broken taint in the last publication.
+func (p *fakePublisher) taints() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.published) == 0 {
+		return nil
+	}
+	return taintedDevices(p.published[len(p.published)-1])
+}
+
+func taintedDevices(resources resourceslice.DriverResources) []string {
+	var tainted []string
+	for _, pool := range resources.Pools {
+		for _, slice := range pool.Slices {
+			for _, device := range slice.Devices {
+				for _, taint := range device.Taints {
+					if taint.Key == BrokenTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+						tainted = append(tainted, device.Name)
+					}
+				}
+			}
+		}
+	}
+	return tainted
+}
+
+// newTestDriver returns a driver for testNode with a CDI dir in t.TempDir()
+// and a fake publisher.
+func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
+	t.Helper()
+	cfg.NodeName = testNode
+	if cfg.CDIDir == "" {
+		cfg.CDIDir = t.TempDir()
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	publisher := &fakePublisher{}
+	if err := d.SetPublisher(t.Context(), publisher); err != nil {
+		t.Fatalf("SetPublisher: %v", err)
+	}
+	return d, publisher
+}

@@ -1,0 +1,65 @@
+package dradriver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"k8s.io/klog/v2"
+)
+
+// Handler returns the HTTP stats/control endpoint of d:
+//
+//	GET    /healthz               200 "ok" once the driver publishes its ResourceSlice, 503 before
+//	GET    /stats                 200 Stats as JSON
+//	POST   /broken?device=dev-1   204, adds dev-1 to the broken set
+//	DELETE /broken?device=dev-1   204, removes dev-1 from the broken set (and its taint)
+//	POST   /reset                 204, clears the counters
+//
+// An unknown device is 404, a missing device parameter 400.
+func Handler(d *Driver) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !d.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintln(w, "starting")
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(d.Stats()); err != nil {
+			klog.FromContext(r.Context()).Error(err, "Writing stats failed")
+		}
+	})
+	setBroken := func(broken bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			device := r.URL.Query().Get("device")
+			if device == "" {
+				http.Error(w, "missing query parameter device", http.StatusBadRequest)
+				return
+			}
+			if err := d.SetBroken(r.Context(), device, broken); err != nil {
+				status := http.StatusInternalServerError
+				if errors.Is(err, ErrUnknownDevice) {
+					status = http.StatusNotFound
+				}
+				http.Error(w, err.Error(), status)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	mux.HandleFunc("POST /broken", setBroken(true))
+	mux.HandleFunc("DELETE /broken", setBroken(false))
+	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
+		d.Reset()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}

@@ -1,0 +1,175 @@
+package dradriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+)
+
+// DefaultKubeletRootDir is the kubelet's default --root-dir.
+const DefaultKubeletRootDir = "/var/lib/kubelet"
+
+// Options configure Start.
+type Options struct {
+	Config
+	// KubeletRootDir is the kubelet's --root-dir. The registration socket
+	// goes to <root>/plugins_registry, the DRA socket to
+	// <root>/plugins/<driver name>/dra.sock. Defaults to
+	// DefaultKubeletRootDir.
+	KubeletRootDir string
+	// StatsAddress is where the HTTP endpoint listens (host:port, port 0
+	// picks a free one). Empty: no HTTP endpoint.
+	StatsAddress string
+	// PluginOptions are added to the kubeletplugin options, for tests.
+	PluginOptions []kubeletplugin.Option
+}
+
+// RegistrarDir is where the kubelet looks for registration sockets.
+func RegistrarDir(kubeletRootDir string) string {
+	return filepath.Join(kubeletRootDir, "plugins_registry")
+}
+
+// PluginDataDir is where the driver puts its DRA socket.
+func PluginDataDir(kubeletRootDir, driverName string) string {
+	return filepath.Join(kubeletRootDir, "plugins", driverName)
+}
+
+// Running is a started driver.
+type Running struct {
+	Driver *Driver
+	Helper *kubeletplugin.Helper
+	// StatsAddress is the address the HTTP endpoint listens on, empty
+	// without one.
+	StatsAddress string
+
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	server   *http.Server
+	stopOnce sync.Once
+}
+
+// Done is closed when the driver stops: its context was canceled, Stop was
+// called or a fatal error happened (see Err).
+func (r *Running) Done() <-chan struct{} { return r.ctx.Done() }
+
+// Err returns why the driver stopped, nil while it runs.
+func (r *Running) Err() error { return context.Cause(r.ctx) }
+
+// Start starts the driver: the HTTP endpoint, the kubelet plugin
+// (registration and DRA gRPC service, through failfastplugin.Start) and the
+// ResourceSlice of the node. It returns once the ResourceSlice informer has
+// synced, so it waits for the API server (or for ctx). The driver stops when
+// ctx is canceled, when a fatal error happens in the background (see Done)
+// or with Stop.
+func Start(ctx context.Context, opts Options) (*Running, error) {
+	logger := klog.FromContext(ctx)
+	if opts.KubeClient == nil {
+		return nil, errors.New("a Kubernetes client must be set")
+	}
+	if opts.KubeletRootDir == "" {
+		opts.KubeletRootDir = DefaultKubeletRootDir
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	cfg := opts.Config
+	cfg.OnFatalError = func(err error) {
+		logger.Error(err, "Fatal error, stopping")
+		cancel(err)
+	}
+	driver, err := New(cfg)
+	if err != nil {
+		cancel(err)
+		return nil, err
+	}
+	registrarDir := RegistrarDir(opts.KubeletRootDir)
+	pluginDataDir := PluginDataDir(opts.KubeletRootDir, driver.DriverName())
+	for _, dir := range []string{registrarDir, pluginDataDir, opts.CDIDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			cancel(err)
+			return nil, fmt.Errorf("create directory: %w", err)
+		}
+	}
+
+	r := &Running{Driver: driver, ctx: ctx, cancel: cancel}
+	if opts.StatsAddress != "" {
+		// Serve first: a port in use fails before the kubelet sees the
+		// driver, and GET /healthz answers 503 while the driver starts.
+		listener, err := net.Listen("tcp", opts.StatsAddress)
+		if err != nil {
+			cancel(err)
+			return nil, fmt.Errorf("stats endpoint: %w", err)
+		}
+		r.StatsAddress = listener.Addr().String()
+		r.server = &http.Server{
+			Handler:           Handler(driver),
+			ReadHeaderTimeout: 10 * time.Second,
+			BaseContext:       func(net.Listener) context.Context { return ctx },
+		}
+		go func() {
+			err := r.server.Serve(listener)
+			if !errors.Is(err, http.ErrServerClosed) {
+				logger.Error(err, "Stats endpoint failed, stopping")
+				cancel(fmt.Errorf("stats endpoint: %w", err))
+			}
+		}()
+		logger.Info("Serving stats endpoint", "address", r.StatsAddress)
+	}
+
+	pluginOpts := append([]kubeletplugin.Option{
+		kubeletplugin.DriverName(driver.DriverName()),
+		kubeletplugin.NodeName(driver.nodeName),
+		kubeletplugin.KubeClient(opts.KubeClient),
+		kubeletplugin.RegistrarDirectoryPath(registrarDir),
+		kubeletplugin.PluginDataDirectoryPath(pluginDataDir),
+		kubeletplugin.HealthService(false),
+	}, opts.PluginOptions...)
+	helper, err := failfastplugin.Start(ctx, driver, pluginOpts...)
+	if err != nil {
+		r.stop()
+		return nil, fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	r.Helper = helper
+	// Blocks until the API server answers.
+	if err := driver.SetPublisher(ctx, helper); err != nil {
+		r.stop()
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		r.stop()
+	}()
+	logger.Info("Driver started", "driver", driver.DriverName(), "node", driver.nodeName,
+		"devices", driver.numDevices, "registrarDir", registrarDir, "pluginDataDir", pluginDataDir,
+		"cdiDir", opts.CDIDir, "statsAddress", r.StatsAddress, "taintBroken", driver.taintBroken, "broken", driver.Stats().BrokenDevices)
+	return r, nil
+}
+
+// Stop stops everything and waits for it: the HTTP endpoint, the gRPC
+// services (removing their sockets) and the ResourceSlice controller. The
+// ResourceSlice stays in the API.
+func (r *Running) Stop() {
+	r.cancel(errors.New("driver stopped"))
+	r.stop()
+}
+
+func (r *Running) stop() {
+	r.stopOnce.Do(func() {
+		r.cancel(errors.New("driver stopped"))
+		if r.server != nil {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = r.server.Shutdown(shutdownCtx)
+			cancel()
+		}
+		r.Helper.Stop()
+	})
+}
