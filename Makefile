@@ -1,0 +1,21 @@
+# Thin entry points: every target calls one script in hack/, which documents itself.
+# PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
+.PHONY: kubelet kubelet-stock verify verify-patches test-upstream update-patches
+
+kubelet:
+	hack/build-kubelet.sh
+
+kubelet-stock:
+	hack/build-kubelet.sh --stock
+
+verify:
+	hack/verify-gomod.sh && hack/verify-patches.sh
+
+verify-patches:
+	hack/verify-patches.sh
+
+test-upstream:
+	hack/test-upstream.sh $(PKGS)
+
+update-patches:
+	hack/update-patches.sh

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the patched kubelet, _output/bin/kubelet (version KUBE_VERSION-dra-failfast.FORK_REVISION):
+#   1. _output/tree/pristine: k8s.io/kubernetes@KUBE_VERSION + staging modules from the module cache,
+#      a git repo with one commit "upstream KUBE_VERSION" (assembled once);
+#   2. _output/tree/patched: pristine + staging-patches/*.patch in order, one commit per patch
+#      (redone only when the patch set changes; edits and commits you make there are built as they are);
+#   3. _output/tree/patched.work: the Go workspace joining the tree, its staging modules and this
+#      repository, so the patched tree can import github.com/dra-failfast/dra-failfast/pkg/...;
+#   4. go build ./cmd/kubelet in the patched tree with upstream's release flags.
+# With --stock, builds _output/bin/kubelet-stock (version KUBE_VERSION) from the pristine tree with
+# upstream's own go.work instead. A rerun with nothing changed takes seconds.
+#
+# Usage: hack/build-kubelet.sh [--stock]
+# Environment: DBG=1 keeps symbols and disables optimisations (for a debugger), like upstream's DBG.
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
+
+stock=false
+for arg in "$@"; do
+  case "${arg}" in
+    --stock) stock=true ;;
+    -h | --help)
+      awk 'NR > 1 && !/^#/ {exit} NR > 1 && !/shellcheck/ {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
+      exit 0
+      ;;
+    *) die "unknown argument ${arg} (usage: hack/build-kubelet.sh [--stock])" ;;
+  esac
+done
+
+start=$(date +%s)
+mkdir -p "${BIN_DIR}"
+with_tree_lock ensure_pristine
+if ${stock}; then
+  out="${BIN_DIR}/kubelet-stock"
+  version=${KUBE_VERSION}
+  log "building ${out#"${REPO_ROOT}/"} (${version}) from the pristine tree"
+  timed "go build ./cmd/kubelet (stock)" \
+    go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${version}" "${out}" ./cmd/kubelet
+else
+  out="${BIN_DIR}/kubelet"
+  version=${FORK_VERSION}
+  with_tree_lock ensure_patched
+  with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
+  check_workspace_versions "${PATCHED_TREE}" "${PATCHED_WORK}"
+  log "building ${out#"${REPO_ROOT}/"} (${version}) from the patched tree ($(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
+  timed "go build ./cmd/kubelet" \
+    go_build_kube "${PATCHED_TREE}" "${PATCHED_WORK}" "${version}" "${out}" ./cmd/kubelet
+fi
+log "$("${out}" --version) -> ${out#"${REPO_ROOT}/"} ($(($(date +%s) - start))s in all)"

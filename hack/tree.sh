@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2034 # its variables are used by the scripts that source it
+# Functions shared by the scripts that work on the upstream source tree (build-kubelet.sh,
+# verify-patches.sh, test-upstream.sh, update-patches.sh). Source it; do not run it.
+#
+# Layout under OUTPUT_DIR/tree:
+#   pristine/        k8s.io/kubernetes@KUBE_VERSION from the module cache, every staging module
+#                    (KUBE_STAGING_VERSION) in staging/src/k8s.io/<name>; a git repo with one commit
+#                    "upstream KUBE_VERSION", tagged upstream-KUBE_VERSION. Never edited.
+#   patched/         pristine + staging-patches/*.patch, one commit per patch (git am).
+#   patched.work     the Go workspace for patched/: the tree, its staging modules and this repository,
+#                    so that patched code can import github.com/dra-failfast/dra-failfast/pkg/...
+#                    (use it yourself with: export GOWORK=<abs path of _output/tree/patched.work>).
+# The workspace file stays outside the tree so that the tree holds nothing but upstream + patches.
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+OUTPUT_DIR=$(mkdir -p "${OUTPUT_DIR}" && cd "${OUTPUT_DIR}" && pwd)
+TREE_DIR="${OUTPUT_DIR}/tree"
+PRISTINE_TREE="${TREE_DIR}/pristine"
+PATCHED_TREE="${TREE_DIR}/patched"
+PATCHED_WORK="${TREE_DIR}/patched.work"
+PATCHES_DIR=${PATCHES_DIR:-${REPO_ROOT}/staging-patches}
+BIN_DIR="${OUTPUT_DIR}/bin"
+UPSTREAM_TAG="upstream-${KUBE_VERSION}"
+# Bump when the way trees are assembled changes, to force them to be rebuilt.
+TREE_FORMAT=1
+# Files in a tree's .git directory that record what the tree was made from.
+PRISTINE_STAMP=.git/dra-failfast-pristine
+SERIES_STAMP=.git/dra-failfast-series
+
+# Fixed identity for the commits the scripts make, so that commit hashes are reproducible.
+TREE_GIT_NAME="dra-failfast build"
+TREE_GIT_EMAIL="build@dra-failfast.invalid"
+
+# timed NAME CMD...: runs CMD and logs how long it took.
+timed() {
+  local name=$1 start ms
+  shift
+  start=$(date +%s%N)
+  "$@"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
+# with_tree_lock CMD...: runs CMD holding a lock on TREE_DIR, so that two scripts running at once do
+# not assemble or replace the same tree together.
+with_tree_lock() {
+  mkdir -p "${TREE_DIR}"
+  (
+    flock 9
+    "$@"
+  ) 9> "${TREE_DIR}/.lock"
+}
+
+# tree_git TREE ARGS...: git in TREE with the scripts' identity, ignoring the user's and the
+# system's git configuration (it may change diff output, sign commits, convert line endings...).
+tree_git() {
+  local tree=$1
+  shift
+  GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 \
+    git -C "${tree}" -c user.name="${TREE_GIT_NAME}" -c user.email="${TREE_GIT_EMAIL}" \
+    -c core.autocrlf=false -c commit.gpgsign=false -c advice.detachedHead=false "$@"
+}
+
+# outside_module CMD...: runs CMD in an empty directory, outside any module and workspace, so that
+# `go mod download` cannot touch this repository's go.mod/go.sum.
+outside_module() {
+  local dir rc=0
+  dir=$(mktemp -d)
+  (cd "${dir}" && GOWORK=off "$@") || rc=$?
+  rm -rf "${dir}"
+  return "${rc}"
+}
+
+# module_dirs MODULE@VERSION...: prints "path dir" for each module, downloading them when missing.
+module_dirs() {
+  outside_module go mod download -json "$@" | awk -F'"' '/^\t"Path": /{path=$4} /^\t"Dir": /{print path, $4}'
+}
+
+# patch_files: prints the patches of the series, in the order they apply.
+patch_files() {
+  [ -d "${PATCHES_DIR}" ] || return 0
+  find "${PATCHES_DIR}" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort
+}
+
+# series_hash: a hash of everything the patched tree is made from.
+series_hash() {
+  local p
+  {
+    echo "format=${TREE_FORMAT} kubernetes=${KUBE_VERSION} staging=${KUBE_STAGING_VERSION}"
+    while read -r p; do
+      echo "== $(basename "${p}")"
+      cat "${p}"
+    done < <(patch_files)
+  } | sha256sum | cut -d' ' -f1
+}
+
+# ensure_pristine: assembles PRISTINE_TREE unless it is already complete and current.
+ensure_pristine() {
+  local want have="" tmp kube_dir info time mod dir name
+  want="format=${TREE_FORMAT} kubernetes=${KUBE_VERSION} staging=${KUBE_STAGING_VERSION}"
+  [ -f "${PRISTINE_TREE}/${PRISTINE_STAMP}" ] && have=$(cat "${PRISTINE_TREE}/${PRISTINE_STAMP}")
+  if [ "${have}" = "${want}" ]; then
+    log "pristine tree: up to date (${PRISTINE_TREE#"${REPO_ROOT}/"})"
+    return 0
+  fi
+  log "pristine tree: assembling k8s.io/kubernetes@${KUBE_VERSION} + staging modules @${KUBE_STAGING_VERSION}"
+  mkdir -p "${TREE_DIR}"
+  tmp="${PRISTINE_TREE}.tmp"
+  rm -rf "${tmp}"
+  kube_dir=$(outside_module kube_module_dir)
+  [ -d "${kube_dir}" ] || die "cannot download k8s.io/kubernetes@${KUBE_VERSION}"
+  cp -R "${kube_dir}" "${tmp}"
+  chmod -R u+w "${tmp}"
+  # The module zip has no staging sources: take each staging module from the module cache.
+  mkdir -p "${tmp}/staging/src/k8s.io"
+  local -a mods=()
+  for mod in $(staging_modules "${tmp}/go.mod"); do
+    mods+=("${mod}@${KUBE_STAGING_VERSION}")
+  done
+  [ ${#mods[@]} -gt 0 ] || die "no staging modules listed in k8s.io/kubernetes@${KUBE_VERSION}'s go.mod"
+  local n=0
+  while read -r mod dir; do
+    name=${mod#k8s.io/}
+    [ -d "${dir}" ] || die "module ${mod}@${KUBE_STAGING_VERSION} has no directory in the module cache"
+    cp -R "${dir}" "${tmp}/staging/src/k8s.io/${name}"
+    n=$((n + 1))
+  done < <(module_dirs "${mods[@]}")
+  [ "${n}" -eq ${#mods[@]} ] || die "downloaded ${n} of ${#mods[@]} staging modules"
+  chmod -R u+w "${tmp}"
+  log "pristine tree: copied k8s.io/kubernetes and ${n} staging modules; committing"
+  # The commit date is the module's publication date: the commit hash is the same on every machine.
+  info=$(outside_module go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" |
+    awk -F'"' '/^\t"Info": /{print $4}')
+  time=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "${info}")
+  [ -n "${time}" ] || time="2000-01-01T00:00:00Z"
+  tree_git "${tmp}" init -q -b main
+  # Upstream's .gitattributes asks for line-ending normalisation; the tree must stay byte-identical
+  # to the module zips, so switch it off (info/attributes has the highest precedence).
+  echo '* -text' > "${tmp}/.git/info/attributes"
+  tree_git "${tmp}" add -A -f .
+  GIT_AUTHOR_DATE="${time}" GIT_COMMITTER_DATE="${time}" \
+    tree_git "${tmp}" commit -q -m "upstream ${KUBE_VERSION}" -m \
+    "k8s.io/kubernetes@${KUBE_VERSION} from the Go module cache, with every staging module
+at ${KUBE_STAGING_VERSION} copied into staging/src/k8s.io/<name>. Assembled by hack/build-kubelet.sh."
+  tree_git "${tmp}" tag "${UPSTREAM_TAG}"
+  [ -z "$(tree_git "${tmp}" status --porcelain)" ] || die "pristine tree is not clean after its commit"
+  echo "${want}" > "${tmp}/${PRISTINE_STAMP}"
+  rm -rf "${PRISTINE_TREE}"
+  mv "${tmp}" "${PRISTINE_TREE}"
+  log "pristine tree: ready at ${PRISTINE_TREE#"${REPO_ROOT}/"} ($(tree_git "${PRISTINE_TREE}" rev-parse --short HEAD))"
+}
+
+# check_patch PATCH: fails unless PATCH is a git format-patch mail with a subject, a message body
+# and a diff.
+check_patch() {
+  local patch=$1 name tmp subject
+  name=$(basename "${patch}")
+  tmp=$(mktemp -d)
+  if ! git mailinfo "${tmp}/msg" "${tmp}/diff" < "${patch}" > "${tmp}/info" 2>"${tmp}/err"; then
+    cat "${tmp}/err" >&2
+    rm -rf "${tmp}"
+    die "patch ${name}: not a git format-patch mail"
+  fi
+  subject=$(sed -n 's/^Subject: //p' "${tmp}/info")
+  if [ -z "${subject//[[:space:]]/}" ]; then
+    rm -rf "${tmp}"
+    die "patch ${name}: no Subject: line (make patches with hack/update-patches.sh)"
+  fi
+  if ! grep -q '[^[:space:]]' "${tmp}/msg"; then
+    rm -rf "${tmp}"
+    die "patch ${name} (\"${subject}\"): empty message body; say why upstream's code changes"
+  fi
+  if ! grep -q '^diff --git ' "${tmp}/diff"; then
+    rm -rf "${tmp}"
+    die "patch ${name} (\"${subject}\"): no diff"
+  fi
+  rm -rf "${tmp}"
+}
+
+# apply_series TREE PATCH...: applies each patch in order to TREE, as one commit each. Each patch
+# must first pass check_patch and `git apply --check`.
+apply_series() {
+  local tree=$1 patch name err
+  shift
+  err=$(mktemp)
+  for patch in "$@"; do
+    name=$(basename "${patch}")
+    check_patch "${patch}"
+    if ! tree_git "${tree}" apply --check "${patch}" 2>"${err}"; then
+      cat "${err}" >&2
+      rm -f "${err}"
+      die "patch ${name} does not apply cleanly on top of the patches before it (tree: ${tree})"
+    fi
+    if ! tree_git "${tree}" am -q --committer-date-is-author-date "${patch}" >"${err}" 2>&1; then
+      cat "${err}" >&2
+      tree_git "${tree}" am --abort >/dev/null 2>&1 || true
+      rm -f "${err}"
+      die "patch ${name}: git am failed although git apply --check passed"
+    fi
+    log "applied ${name}"
+  done
+  rm -f "${err}"
+}
+
+# write_series_stamp TREE: records that TREE holds the current series at its current HEAD.
+write_series_stamp() {
+  local tree=$1
+  printf '%s %s\n' "$(series_hash)" "$(tree_git "${tree}" rev-parse HEAD)" > "${tree}/${SERIES_STAMP}"
+}
+
+# ensure_patched: makes PATCHED_TREE = pristine + the series, unless it already is. Refuses to throw
+# away work in the tree (uncommitted changes, or commits that are not in staging-patches/).
+ensure_patched() {
+  local want have="" head="" tmp
+  local -a patches=()
+  want=$(series_hash)
+  if [ -f "${PATCHED_TREE}/${SERIES_STAMP}" ]; then
+    read -r have head < "${PATCHED_TREE}/${SERIES_STAMP}"
+  fi
+  if [ "${have}" = "${want}" ] && [ -d "${PATCHED_TREE}/.git" ]; then
+    log "patched tree: up to date (${PATCHED_TREE#"${REPO_ROOT}/"})"
+    return 0
+  fi
+  if [ -d "${PATCHED_TREE}/.git" ]; then
+    if [ -n "$(tree_git "${PATCHED_TREE}" status --porcelain)" ]; then
+      die "staging-patches/ changed, but ${PATCHED_TREE} has uncommitted changes: commit them and run
+hack/update-patches.sh, or remove the tree to start again from staging-patches/"
+    fi
+    if [ -n "${head}" ] && [ "$(tree_git "${PATCHED_TREE}" rev-parse HEAD)" != "${head}" ]; then
+      die "staging-patches/ changed, but ${PATCHED_TREE} has commits that are not in staging-patches/:
+run hack/update-patches.sh to export them, or remove the tree to start again from staging-patches/"
+    fi
+  fi
+  mapfile -t patches < <(patch_files)
+  log "patched tree: applying ${#patches[@]} patch(es) from staging-patches/"
+  tmp="${PATCHED_TREE}.tmp"
+  rm -rf "${tmp}"
+  cp -a "${PRISTINE_TREE}" "${tmp}"
+  rm -f "${tmp}/${PRISTINE_STAMP}"
+  # On failure, drop the half-patched copy and leave the current tree as it was.
+  (apply_series "${tmp}" "${patches[@]}") || {
+    rm -rf "${tmp}"
+    exit 1
+  }
+  write_series_stamp "${tmp}"
+  rm -rf "${PATCHED_TREE}"
+  mv "${tmp}" "${PATCHED_TREE}"
+  log "patched tree: ready at ${PATCHED_TREE#"${REPO_ROOT}/"} ($(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
+}
+
+# write_workspace TREE WORKFILE [--upstream]: writes the Go workspace WORKFILE for TREE: the tree,
+# its staging modules and this repository's module (--upstream: without this repository, i.e. what
+# upstream's own TREE/go.work says, but outside the tree). Upstream's go.mod replaces k8s.io/X with
+# ./staging/src/k8s.io/X and ours with k8s.io/X KUBE_STAGING_VERSION; a plain `go work use` of both
+# fails with "conflicting replacements", version-pinned workspace replaces settle it. WORKFILE is
+# only rewritten when its content changes. Go records missing checksums in WORKFILE.sum, so the
+# tree's own go.work.sum is never touched.
+write_workspace() {
+  local tree=$1 work=$2 upstream=false dir rel_tree tmp mod line
+  [ "${3:-}" != --upstream ] || upstream=true
+  dir=$(dirname "${work}")
+  rel_tree=$(realpath --relative-to="${dir}" "${tree}")
+  tmp="${work}.new"
+  {
+    echo "// Generated by hack/tree.sh (write_workspace). Do not edit."
+    echo
+    # Same go version and godebug defaults as upstream's own workspace.
+    grep -E '^(go|godebug|toolchain) ' "${tree}/go.work"
+  } > "${tmp}"
+  local -a edits=("-use=./${rel_tree}")
+  ${upstream} || edits+=("-use=$(realpath --relative-to="${dir}" "${REPO_ROOT}")")
+  for mod in $(staging_modules "${tree}/go.mod"); do
+    edits+=("-use=./${rel_tree}/staging/src/${mod}")
+    ${upstream} || edits+=("-replace=${mod}@${KUBE_STAGING_VERSION}=./${rel_tree}/staging/src/${mod}")
+  done
+  GOWORK=off go work edit "${edits[@]}" "${tmp}"
+  GOWORK=off go work edit -fmt "${tmp}"
+  if cmp -s "${tmp}" "${work}"; then
+    rm -f "${tmp}"
+  else
+    mv "${tmp}" "${work}"
+    log "workspace: wrote ${work#"${REPO_ROOT}/"}"
+  fi
+  # Start from upstream's checksums of workspace-only dependencies.
+  if [ ! -f "${work}.sum" ] && [ -f "${tree}/go.work.sum" ]; then
+    cp "${tree}/go.work.sum" "${work}.sum"
+  fi
+  # Sanity: the workspace must resolve k8s.io/kubernetes and k8s.io/api to the tree itself.
+  for line in k8s.io/kubernetes k8s.io/api; do
+    mod=$(cd "${tree}" && GOWORK="${work}" go list -m -f '{{.Dir}}' "${line}")
+    [ "$(realpath "${mod}")" = "$(realpath "${tree}")" ] ||
+      [ "$(realpath "${mod}")" = "$(realpath "${tree}/staging/src/${line}")" ] ||
+      die "workspace ${work}: ${line} resolves to ${mod}, not to the tree"
+  done
+}
+
+# check_workspace_versions TREE WORKFILE: fails when adding this repository to the workspace
+# changes the version of any dependency upstream's own workspace selects: the patched kubelet must
+# be built from exactly upstream's dependencies. Upstream's workspace is regenerated beside
+# WORKFILE (as WORKFILE minus .work plus .upstream.work) because `go list -m all` in the tree's own
+# go.work would add checksums to the tree's go.work.sum.
+check_workspace_versions() {
+  local tree=$1 work=$2 upstream_work tmp key
+  upstream_work="${work%.work}.upstream.work"
+  # Skip when nothing it depends on changed since it last passed.
+  key=$(cat "${REPO_ROOT}/go.mod" "${work}" "${tree}/go.mod" "${tree}/go.work" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "${work}.versions-ok" 2>/dev/null)" = "${key}" ]; then
+    log "workspace: dependency versions match upstream's (unchanged since last check)"
+    return 0
+  fi
+  write_workspace "${tree}" "${upstream_work}" --upstream
+  tmp=$(mktemp -d)
+  (cd "${tree}" && GOWORK="${upstream_work}" go list -m -f '{{.Path}} {{.Version}}' all) |
+    LC_ALL=C sort > "${tmp}/upstream"
+  (cd "${tree}" && GOWORK="${work}" go list -m -f '{{.Path}} {{.Version}}' all) |
+    LC_ALL=C sort > "${tmp}/ours"
+  # Keep modules both workspaces know: ours may list extra modules needed only by this repository.
+  LC_ALL=C join "${tmp}/upstream" "${tmp}/ours" |
+    awk '$2 != $3 {print "  " $1 ": upstream " $2 ", with this repository " $3}' > "${tmp}/diff"
+  if [ -s "${tmp}/diff" ]; then
+    cat "${tmp}/diff" >&2
+    rm -rf "${tmp}"
+    die "this repository's go.mod changes dependency versions of the patched tree (see above); align go.mod with k8s.io/kubernetes@${KUBE_VERSION}"
+  fi
+  log "workspace: dependency versions match upstream's ($(wc -l < "${tmp}/upstream") modules; $(LC_ALL=C join -v2 "${tmp}/upstream" "${tmp}/ours" | wc -l) extra from this repository)"
+  rm -rf "${tmp}"
+  echo "${key}" > "${work}.versions-ok"
+}
+
+# kube_ldflags TREE VERSION: the -X flags upstream's hack/lib/version.sh sets, for a build of TREE
+# reporting VERSION. The commit is TREE's HEAD; the build date is HEAD's commit date (or
+# SOURCE_DATE_EPOCH), so that an unchanged tree links to an identical binary.
+kube_ldflags() {
+  local tree=$1 version=$2 commit state date major minor key val
+  local -a flags=()
+  commit=$(tree_git "${tree}" rev-parse HEAD)
+  state=clean
+  [ -z "$(tree_git "${tree}" status --porcelain)" ] || state=dirty
+  if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+    date=$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)
+  else
+    date=$(TZ=UTC tree_git "${tree}" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
+  fi
+  major=${version#v}
+  major=${major%%.*}
+  minor=${version#v*.}
+  minor=${minor%%.*}
+  for key in gitVersion gitMajor gitMinor gitCommit gitTreeState buildDate; do
+    case "${key}" in
+      gitVersion) val=${version} ;;
+      gitMajor) val=${major} ;;
+      gitMinor) val=${minor} ;;
+      gitCommit) val=${commit} ;;
+      gitTreeState) val=${state} ;;
+      buildDate) val=${date} ;;
+    esac
+    flags+=("-X 'k8s.io/client-go/pkg/version.${key}=${val}'" "-X 'k8s.io/component-base/version.${key}=${val}'")
+  done
+  echo "${flags[*]}"
+}
+
+# go_build_kube TREE WORKFILE VERSION OUT PKG...: builds PKG in TREE like upstream's release builds
+# (hack/lib/golang.sh: -trimpath, -s -w, tags selinux,notest,grpcnotrace; DBG=1 keeps symbols and
+# disables optimisations). -trimpath also keeps the build cache independent of the tree's location.
+# OUT may be /dev/null.
+go_build_kube() {
+  local tree=$1 work=$2 version=$3 out=$4
+  shift 4
+  local ldflags tags=selinux,notest
+  local -a flags=()
+  ldflags="all=$(kube_ldflags "${tree}" "${version}")"
+  if [ "${DBG:-}" = 1 ]; then
+    flags+=(-gcflags="all=-N -l")
+  else
+    ldflags+=" -s -w"
+    flags+=(-trimpath)
+    tags+=",grpcnotrace"
+  fi
+  (cd "${tree}" && GOWORK="${work}" go build "${flags[@]}" -tags="${tags}" -ldflags="${ldflags}" -o "${out}" "$@")
+}

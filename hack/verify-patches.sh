@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Verifies the patch series staging-patches/*.patch, from scratch, in a fresh temporary copy of the
+# pristine upstream tree (_output/tree/patched and your work there are not touched):
+#   - every patch is a git format-patch mail with a Subject: and a non-empty message body;
+#   - the patches apply cleanly in order (git apply --check, then applied as one commit each);
+#   - this repository's module does not change upstream's dependency versions in the workspace;
+#   - the patched tree builds ./cmd/kubelet with the generated go.work (output discarded).
+# Thanks to -trimpath the build reuses the build cache of hack/build-kubelet.sh.
+#
+# Usage: hack/verify-patches.sh
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
+[ $# -eq 0 ] || die "usage: hack/verify-patches.sh"
+
+start=$(date +%s)
+mapfile -t patches < <(patch_files)
+log "verifying ${#patches[@]} patch(es) in staging-patches/"
+for patch in "${patches[@]}"; do
+  check_patch "${patch}"
+done
+
+with_tree_lock ensure_pristine
+mkdir -p "${TREE_DIR}"
+tmp=$(mktemp -d "${TREE_DIR}/verify.XXXXXX")
+trap 'rm -rf "${tmp}"' EXIT
+tree="${tmp}/tree"
+work="${tmp}/tree.work"
+log "copying the pristine tree to ${tmp#"${REPO_ROOT}/"}"
+cp -a "${PRISTINE_TREE}" "${tree}"
+apply_series "${tree}" "${patches[@]}"
+write_workspace "${tree}" "${work}"
+check_workspace_versions "${tree}" "${work}"
+log "building ./cmd/kubelet in the patched copy"
+timed "go build ./cmd/kubelet" go_build_kube "${tree}" "${work}" "${FORK_VERSION}" /dev/null ./cmd/kubelet
+log "OK: ${#patches[@]} patch(es) well-formed, apply cleanly in order and build ./cmd/kubelet ($(($(date +%s) - start))s)"
