@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Builds everything a local single-node cluster needs except the kubelet (hack/build-kubelet.sh
+# builds _output/bin/kubelet and _output/bin/kubelet-stock):
+#   - kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: k8s.io/kubernetes at
+#     KUBE_VERSION through this repo's go.mod (tool directives keep them in the module graph);
+#   - etcd: go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, same module graph;
+#   - containerd, containerd-shim-runc-v2, ctr: CONTAINERD_VERSION, installed with `go install`;
+#   - local-cluster (cmd/local-cluster), test-workload (cmd/test-workload), imagepack (hack/imagepack);
+#   - images: dra-failfast.local/{pause,workload}:v1 as OCI tarballs under _output/images;
+#   - runc and the CNI plugins from Debian (apt-get) when missing.
+# Everything is incremental: a second run takes seconds.
+#
+# Usage: hack/build-cluster-binaries.sh [--no-apt] [STEP...]
+#   STEP: debs kube etcd containerd tools images (default: all, in this order)
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}" || exit 1
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.2.9}
+BIN_DIR="${OUTPUT_DIR}/bin"
+IMAGE_DIR="${OUTPUT_DIR}/images"
+IMAGE_TAG=v1
+ALL_STEPS=(debs kube etcd containerd tools images)
+apt=true
+steps=()
+for arg in "$@"; do
+  case "${arg}" in
+    --no-apt) apt=false ;;
+    debs | kube | etcd | containerd | tools | images) steps+=("${arg}") ;;
+    -h | --help)
+      sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+      exit 0
+      ;;
+    *) die "unknown argument ${arg} (steps: ${ALL_STEPS[*]})" ;;
+  esac
+done
+[ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
+mkdir -p "${BIN_DIR}" "${IMAGE_DIR}"
+
+# timed NAME CMD...: runs CMD and logs how long it took.
+timed() {
+  local name=$1 start ms
+  shift
+  start=$(date +%s%N)
+  "$@"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
+install_debian_packages() {
+  local missing=()
+  [ -x /usr/sbin/runc ] || command -v runc >/dev/null 2>&1 || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] ||
+    missing+=(containernetworking-plugins)
+  [ -x /usr/sbin/iptables ] || command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+  [ -x /usr/sbin/ip ] || [ -x /usr/bin/ip ] || command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  ${apt} || die "missing Debian packages: ${missing[*]} (rerun without --no-apt)"
+  log "installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Upstream's release build flags, with the version stamped as KUBE_VERSION.
+kube_build_flags() {
+  local major minor date key val
+  local -a x=()
+  major=${KUBE_VERSION#v}
+  major=${major%%.*}
+  minor=${KUBE_VERSION#v*.}
+  minor=${minor%%.*}
+  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+  for key in gitVersion gitMajor gitMinor gitTreeState buildDate; do
+    case "${key}" in
+      gitVersion) val=${KUBE_VERSION} ;;
+      gitMajor) val=${major} ;;
+      gitMinor) val=${minor} ;;
+      gitTreeState) val=clean ;;
+      buildDate) val=${date} ;;
+    esac
+    x+=("-X 'k8s.io/client-go/pkg/version.${key}=${val}'" "-X 'k8s.io/component-base/version.${key}=${val}'")
+  done
+  KUBE_BUILD_FLAGS=(-trimpath "-tags=selinux,notest,grpcnotrace" "-ldflags=all=-s -w ${x[*]}")
+}
+
+build_kube() {
+  [ "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" = "${KUBE_VERSION}" ] ||
+    die "go.mod does not require k8s.io/kubernetes ${KUBE_VERSION} (its tool directives were dropped?)"
+  kube_build_flags
+  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION})"
+  go build "${KUBE_BUILD_FLAGS[@]}" -o "${BIN_DIR}/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl
+}
+
+build_etcd() {
+  log "building etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
+  go build -trimpath -ldflags="-s -w" -o "${BIN_DIR}/etcd" go.etcd.io/etcd/server/v3
+}
+
+build_containerd() {
+  local stamp="${BIN_DIR}/.containerd-${CONTAINERD_VERSION}" b
+  if [ -f "${stamp}" ]; then
+    for b in containerd containerd-shim-runc-v2 ctr; do
+      [ -x "${BIN_DIR}/${b}" ] || { rm -f "${stamp}"; break; }
+    done
+  fi
+  if [ -f "${stamp}" ]; then
+    log "containerd ${CONTAINERD_VERSION}: up to date"
+    return 0
+  fi
+  log "building containerd containerd-shim-runc-v2 ctr (${CONTAINERD_VERSION})"
+  rm -f "${BIN_DIR}"/.containerd-*
+  local mod=github.com/containerd/containerd/v2/cmd
+  # GOFLAGS may carry -mod settings that `go install pkg@version` rejects.
+  CGO_ENABLED=0 GOBIN="${BIN_DIR}" GOFLAGS=-buildvcs=false go install -trimpath -ldflags="-s -w" \
+    -tags "no_btrfs no_devmapper no_zfs" \
+    "${mod}/containerd@${CONTAINERD_VERSION}" \
+    "${mod}/containerd-shim-runc-v2@${CONTAINERD_VERSION}" \
+    "${mod}/ctr@${CONTAINERD_VERSION}"
+  touch "${stamp}"
+}
+
+build_tools() {
+  log "building local-cluster imagepack test-workload"
+  go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack
+  # The workload runs inside containers: static, no cgo.
+  CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "${BIN_DIR}/test-workload" ./cmd/test-workload
+}
+
+build_images() {
+  # pause: the sandbox image containerd is configured with; workload: what test pods run.
+  "${BIN_DIR}/imagepack" --binary "${BIN_DIR}/test-workload" --name "dra-failfast.local/pause:${IMAGE_TAG}" \
+    --entrypoint /test-workload,--mode=pause --output "${IMAGE_DIR}/pause.tar"
+  "${BIN_DIR}/imagepack" --binary "${BIN_DIR}/test-workload" --name "dra-failfast.local/workload:${IMAGE_TAG}" \
+    --entrypoint /test-workload --output "${IMAGE_DIR}/workload.tar"
+}
+
+total_start=$(date +%s)
+for step in "${steps[@]}"; do
+  case "${step}" in
+    debs) install_debian_packages ;;
+    kube) timed "kube binaries" build_kube ;;
+    etcd) timed "etcd" build_etcd ;;
+    containerd) timed "containerd" build_containerd ;;
+    tools) timed "tools" build_tools ;;
+    images) timed "images" build_images ;;
+  esac
+done
+log "built ${steps[*]} into ${BIN_DIR#"${REPO_ROOT}/"} in $(($(date +%s) - total_start))s"
+if [ ! -x "${BIN_DIR}/kubelet" ] || [ ! -x "${BIN_DIR}/kubelet-stock" ]; then
+  log "note: the kubelets come from hack/build-kubelet.sh (_output/bin/kubelet) and hack/build-kubelet.sh --stock (_output/bin/kubelet-stock)"
+fi

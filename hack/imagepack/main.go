@@ -1,0 +1,258 @@
+// Command imagepack packs one static binary as a single-layer container image and writes it as
+// an OCI image-layout tarball that `ctr images import` understands, named by the
+// io.containerd.image.name annotation. The output is reproducible: same binary, same digests.
+//
+//	imagepack --binary _output/bin/test-workload --name dra-failfast.local/workload:v1 \
+//	  --entrypoint /test-workload --output _output/images/workload.tar
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+const (
+	mediaTypeIndex    = "application/vnd.oci.image.index.v1+json"
+	mediaTypeManifest = "application/vnd.oci.image.manifest.v1+json"
+	mediaTypeConfig   = "application/vnd.oci.image.config.v1+json"
+	mediaTypeLayer    = "application/vnd.oci.image.layer.v1.tar"
+)
+
+// Options describes the image to pack.
+type Options struct {
+	// Binary is the file to put into the image, as /<base name of Binary>, mode 0755.
+	Binary string
+	// Name is the full image reference, e.g. dra-failfast.local/workload:v1.
+	Name string
+	// Entrypoint is the image's entrypoint; default: the binary.
+	Entrypoint []string
+	// Env is the image's environment, NAME=VALUE.
+	Env []string
+}
+
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Platform    *platform         `json:"platform,omitempty"`
+}
+
+type platform struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
+}
+
+type imageConfig struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
+	Config       struct {
+		Entrypoint []string `json:"Entrypoint,omitempty"`
+		Env        []string `json:"Env,omitempty"`
+		WorkingDir string   `json:"WorkingDir,omitempty"`
+	} `json:"config"`
+	RootFS struct {
+		Type    string   `json:"type"`
+		DiffIDs []string `json:"diff_ids"`
+	} `json:"rootfs"`
+}
+
+type manifest struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	MediaType     string       `json:"mediaType"`
+	Config        descriptor   `json:"config"`
+	Layers        []descriptor `json:"layers"`
+}
+
+type index struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	MediaType     string       `json:"mediaType"`
+	Manifests     []descriptor `json:"manifests"`
+}
+
+func main() {
+	var opts Options
+	var entrypoint, env, output string
+	flag.StringVar(&opts.Binary, "binary", "", "static binary to pack (required)")
+	flag.StringVar(&opts.Name, "name", "", "image reference, e.g. dra-failfast.local/workload:v1 (required)")
+	flag.StringVar(&entrypoint, "entrypoint", "", "comma-separated entrypoint (default: /<binary name>)")
+	flag.StringVar(&env, "env", "", "comma-separated NAME=VALUE environment of the image")
+	flag.StringVar(&output, "output", "", "tarball to write (required)")
+	flag.Parse()
+	if opts.Binary == "" || opts.Name == "" || output == "" || flag.NArg() != 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if entrypoint != "" {
+		opts.Entrypoint = strings.Split(entrypoint, ",")
+	}
+	if env != "" {
+		opts.Env = strings.Split(env, ",")
+	}
+	if err := writeFile(output, opts); err != nil {
+		fmt.Fprintf(os.Stderr, "imagepack: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// writeFile packs the image into output atomically, leaving an existing identical file untouched.
+func writeFile(output string, opts Options) error {
+	var buf bytes.Buffer
+	if err := Pack(&buf, opts); err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(output); err == nil && bytes.Equal(old, buf.Bytes()) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(output), 0o755); err != nil {
+		return err
+	}
+	tmp := output + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, output)
+}
+
+// Pack writes the OCI image-layout tarball of the image described by opts to w.
+func Pack(w io.Writer, opts Options) error {
+	if !strings.Contains(opts.Name, ":") || strings.HasSuffix(opts.Name, ":") {
+		return fmt.Errorf("image name %q has no tag", opts.Name)
+	}
+	bin, err := os.ReadFile(opts.Binary)
+	if err != nil {
+		return fmt.Errorf("reading binary: %w", err)
+	}
+	if len(bin) < 4 || string(bin[1:4]) != "ELF" {
+		return fmt.Errorf("%s is not an ELF binary", opts.Binary)
+	}
+	name := "/" + filepath.Base(opts.Binary)
+	layer, err := layerTar(name, bin)
+	if err != nil {
+		return err
+	}
+
+	var cfg imageConfig
+	cfg.Architecture = runtime.GOARCH
+	cfg.OS = "linux"
+	cfg.Config.Entrypoint = opts.Entrypoint
+	if len(cfg.Config.Entrypoint) == 0 {
+		cfg.Config.Entrypoint = []string{name}
+	}
+	cfg.Config.Env = append([]string{"PATH=/"}, opts.Env...)
+	cfg.Config.WorkingDir = "/"
+	cfg.RootFS.Type = "layers"
+	cfg.RootFS.DiffIDs = []string{digest(layer)}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+
+	man := manifest{
+		SchemaVersion: 2,
+		MediaType:     mediaTypeManifest,
+		Config:        descriptor{MediaType: mediaTypeConfig, Digest: digest(cfgJSON), Size: int64(len(cfgJSON))},
+		Layers:        []descriptor{{MediaType: mediaTypeLayer, Digest: digest(layer), Size: int64(len(layer))}},
+	}
+	manJSON, err := json.Marshal(man)
+	if err != nil {
+		return err
+	}
+	tag := opts.Name[strings.LastIndex(opts.Name, ":")+1:]
+	idx := index{
+		SchemaVersion: 2,
+		MediaType:     mediaTypeIndex,
+		Manifests: []descriptor{{
+			MediaType: mediaTypeManifest,
+			Digest:    digest(manJSON),
+			Size:      int64(len(manJSON)),
+			Platform:  &platform{Architecture: cfg.Architecture, OS: cfg.OS},
+			Annotations: map[string]string{
+				"io.containerd.image.name":          opts.Name,
+				"org.opencontainers.image.ref.name": tag,
+			},
+		}},
+	}
+	idxJSON, err := json.Marshal(idx)
+	if err != nil {
+		return err
+	}
+
+	tw := tar.NewWriter(w)
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		{"index.json", idxJSON},
+		{blobPath(layer), layer},
+		{blobPath(cfgJSON), cfgJSON},
+		{blobPath(manJSON), manJSON},
+	}
+	dirs := []string{"blobs/", "blobs/sha256/"}
+	for _, d := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := writeTarFile(tw, f.name, 0o644, f.data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// layerTar returns an uncompressed layer holding only the binary at name.
+func layerTar(name string, bin []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if dir := path.Dir(name); dir != "/" {
+		return nil, errors.New("binary must be at the root of the image")
+	}
+	if err := writeTarFile(tw, strings.TrimPrefix(name, "/"), 0o755, bin); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeTarFile(tw *tar.Writer, name string, mode int64, data []byte) error {
+	hdr := &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Mode:     mode,
+		Size:     int64(len(data)),
+		ModTime:  time.Unix(0, 0),
+		Format:   tar.FormatPAX,
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+func digest(data []byte) string {
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(data))
+}
+
+func blobPath(data []byte) string {
+	return fmt.Sprintf("blobs/sha256/%x", sha256.Sum256(data))
+}

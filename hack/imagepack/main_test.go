@@ -1,0 +1,78 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestPack(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Binary: exe, Name: "dra-failfast.local/test:v1", Entrypoint: []string{"/x", "--mode=pause"}}
+	var first, second bytes.Buffer
+	if err := Pack(&first, opts); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	if err := Pack(&second, opts); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	if !bytes.Equal(first.Bytes(), second.Bytes()) {
+		t.Error("Pack is not reproducible")
+	}
+
+	files := map[string][]byte{}
+	tr := tar.NewReader(&first)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[hdr.Name] = data
+		if strings.HasPrefix(hdr.Name, "blobs/sha256/") && hdr.Typeflag == tar.TypeReg {
+			if got := fmt.Sprintf("blobs/sha256/%x", sha256.Sum256(data)); got != hdr.Name {
+				t.Errorf("blob %s has digest %s", hdr.Name, got)
+			}
+		}
+	}
+	var idx index
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Annotations["io.containerd.image.name"] != opts.Name {
+		t.Fatalf("index.json does not name the image: %s", files["index.json"])
+	}
+	var man manifest
+	if err := json.Unmarshal(files["blobs/"+strings.Replace(idx.Manifests[0].Digest, ":", "/", 1)], &man); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	var cfg imageConfig
+	if err := json.Unmarshal(files["blobs/"+strings.Replace(man.Config.Digest, ":", "/", 1)], &cfg); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if strings.Join(cfg.Config.Entrypoint, " ") != "/x --mode=pause" {
+		t.Errorf("entrypoint = %q", cfg.Config.Entrypoint)
+	}
+	if len(man.Layers) != 1 || cfg.RootFS.DiffIDs[0] != man.Layers[0].Digest {
+		t.Errorf("layers %v do not match diff_ids %v", man.Layers, cfg.RootFS.DiffIDs)
+	}
+
+	if err := Pack(io.Discard, Options{Binary: exe, Name: "no-tag"}); err == nil {
+		t.Error("Pack accepted an image name without tag")
+	}
+}

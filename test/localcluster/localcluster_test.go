@@ -1,0 +1,150 @@
+package localcluster
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestParseFeatureGates(t *testing.T) {
+	got, err := ParseFeatureGates("B=false, A=true,,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"A": true, "B": false}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if s := featureGatesFlag(got); s != "A=true,B=false" {
+		t.Errorf("featureGatesFlag = %q", s)
+	}
+	for _, bad := range []string{"A", "A=yes"} {
+		if _, err := ParseFeatureGates(bad); err == nil {
+			t.Errorf("ParseFeatureGates(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestWriteConfigs(t *testing.T) {
+	p := paths{t.TempDir()}
+	if err := writePKI(p, "node-a", net.ParseIP("192.0.2.10")); err != nil {
+		t.Fatalf("writePKI: %v", err)
+	}
+	caPEM, err := os.ReadFile(p.pki("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert := readCert(t, p.pki("apiserver.crt"))
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: "kubernetes.default.svc"}); err != nil {
+		t.Errorf("apiserver certificate: %v", err)
+	}
+	for _, ip := range []string{"127.0.0.1", "192.0.2.10", "10.0.0.1"} {
+		if err := cert.VerifyHostname(ip); err != nil {
+			t.Errorf("apiserver certificate lacks %s: %v", ip, err)
+		}
+	}
+	kubelet := readCert(t, p.pki("kubelet.crt"))
+	if kubelet.Subject.CommonName != "system:node:node-a" || !reflect.DeepEqual(kubelet.Subject.Organization, []string{"system:nodes"}) {
+		t.Errorf("kubelet certificate subject = %v", kubelet.Subject)
+	}
+	if _, err := kubelet.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("kubelet certificate: %v", err)
+	}
+
+	if err := writeKubeconfigs(p); err != nil {
+		t.Fatalf("writeKubeconfigs: %v", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", p.kubeconfig(userAdmin))
+	if err != nil {
+		t.Fatalf("admin kubeconfig: %v", err)
+	}
+	if rc.Host != apiServerURL() || len(rc.CertData) == 0 || len(rc.CAData) == 0 {
+		t.Errorf("admin kubeconfig: host %q, %d bytes of cert, %d of CA", rc.Host, len(rc.CertData), len(rc.CAData))
+	}
+
+	conf := containerdConfig(p)
+	for _, want := range []string{"restrict_oom_score_adj = true", "netns_mounts_under_state_dir = true",
+		`sandbox = "` + PauseImage + `"`, `cdi_spec_dirs = ["` + p.cdiDir() + `"]`, "disable = true"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("containerd config lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(conf, "\n") {
+		if strings.Contains(line, "/") && !strings.Contains(line, p.state) && !strings.Contains(line, "/usr/lib/cni") &&
+			!strings.Contains(line, PauseImage) {
+			t.Errorf("containerd config line points outside the state directory: %s", line)
+		}
+	}
+
+	kc, err := kubeletConfig(p, Config{KubeletFeatureGates: map[string]bool{"X": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(kc, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["failCgroupV1"] != false || m["cgroupDriver"] != "cgroupfs" || m["address"] != "0.0.0.0" ||
+		!reflect.DeepEqual(m["featureGates"], map[string]any{"X": true}) {
+		t.Errorf("kubelet config: %s", kc)
+	}
+	if _, err := cniConfList(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func TestMentions(t *testing.T) {
+	dir := "/x/state"
+	for arg, want := range map[string]bool{
+		"--data-dir=/x/state/etcd": true,
+		"/x/state":                 true,
+		"--root=/x/state2":         false,
+		"--other=/y":               false,
+	} {
+		if got := mentions([]string{arg}, dir); got != want {
+			t.Errorf("mentions(%q) = %v, want %v", arg, got, want)
+		}
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	if got := unescapeMountPath(`/a\040b/c`); got != "/a b/c" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "test", "localcluster")); err != nil {
+		t.Errorf("RepoRoot() = %s: %v", root, err)
+	}
+}
