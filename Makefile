@@ -1,6 +1,15 @@
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
-.PHONY: kubelet kubelet-stock verify verify-patches test-upstream update-patches
+.PHONY: demo test build kubelet kubelet-stock verify verify-patches test-upstream update-patches
+
+demo:
+	hack/demo.sh $(ARGS)
+
+test:
+	hack/test.sh
+
+build:
+	hack/build.sh
 
 kubelet:
 	hack/build-kubelet.sh
@@ -9,7 +18,7 @@ kubelet-stock:
 	hack/build-kubelet.sh --stock
 
 verify:
-	hack/verify-gomod.sh && hack/verify-patches.sh
+	hack/verify-gomod.sh && hack/verify-codegen.sh && hack/verify-patches.sh
 
 verify-patches:
 	hack/verify-patches.sh

@@ -90,7 +90,7 @@ func TestManifests(t *testing.T) {
 		failures  int
 	}{
 		"healthy":            {},
-		"transient":          {failures: 2},
+		"transient":          {failures: 1},
 		"permanent":          {permanent: true},
 		"permanent-injected": {permanent: true},
 	} {

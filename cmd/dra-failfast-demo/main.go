@@ -1,0 +1,152 @@
+// Command dra-failfast-demo shows what dra-failfast changes, on a real local
+// single-node cluster running the patched kubelet with
+// DRAHandlePermanentDriverFailures on and the test DRA driver: a healthy DRA
+// pod runs, a pod with invalid device config fails within seconds with a
+// clear Reason, Message and Event, and a pod that fails transiently is
+// retried and runs. It prints real kubectl output, a summary, and tears the
+// cluster down (--keep leaves it up).
+//
+// Run it as root from the repository after `make build` (`make demo` does both).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
+	"github.com/dra-failfast/dra-failfast/test/localcluster"
+)
+
+func main() {
+	keep := flag.Bool("keep", false, "leave the cluster and the driver running and print how to use them")
+	kubelet := flag.String("kubelet", "", "kubelet binary (default: the fork, _output/bin/kubelet)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *kubelet, *keep); err != nil {
+		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type outcome struct {
+	name, want, got string
+	elapsed         time.Duration
+	ok              bool
+}
+
+func run(ctx context.Context, kubelet string, keep bool) (err error) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	gates := map[string]bool{string(failfastdra.DRAHandlePermanentDriverFailures): true}
+	if kubelet != "" {
+		kubelet, _ = filepath.Abs(kubelet)
+	}
+	section("Starting a local single-node cluster with the dra-failfast kubelet (" + string(failfastdra.DRAHandlePermanentDriverFailures) + "=true)")
+	c, err := localcluster.Up(ctx, localcluster.Config{KubeletPath: kubelet, KubeletFeatureGates: gates})
+	if err != nil {
+		return fmt.Errorf("cluster up: %w", err)
+	}
+	var driver *framework.Driver
+	defer func() {
+		if keep && err == nil {
+			fmt.Printf("\nThe cluster is still up. Use it with:\n  export KUBECONFIG=%s PATH=%s:$PATH\n"+
+				"The test driver runs as pid %d (log: %s).\nTear down with: go run ./cmd/local-cluster down\n",
+				c.Kubeconfig(), filepath.Join(root, "_output", "bin"), driver.PID(), driver.LogFile)
+			return
+		}
+		_ = driver.Stop()
+		section("Tearing down")
+		if downErr := c.Down(context.Background()); downErr != nil && err == nil {
+			err = fmt.Errorf("cluster down: %w", downErr)
+		}
+	}()
+	kubectl(ctx, c, "version")
+	kubectl(ctx, c, "get", "nodes", "-o", "wide")
+
+	section("Starting the test DRA driver (driver.dra-failfast.test, 8 devices)")
+	if driver, err = framework.StartDriver(ctx, c, framework.DriverOptions{}); err != nil {
+		return err
+	}
+	manifests := filepath.Join(root, "test", "dradriver", "deploy")
+	kubectl(ctx, c, "apply", "-f", filepath.Join(manifests, "deviceclass.yaml"))
+	kubectl(ctx, c, "get", "resourceslices", "-o", "wide")
+
+	var results []outcome
+	section("1. A healthy DRA pod")
+	results = append(results, demoPod(ctx, c, manifests, "healthy", "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }))
+	kubectl(ctx, c, "logs", "healthy")
+
+	section("2. A pod whose claim has invalid device config: the driver answers Permanent")
+	results = append(results, demoPod(ctx, c, manifests, "permanent", "Failed within seconds", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }))
+	kubectl(ctx, c, "describe", "pod", "permanent")
+	kubectl(ctx, c, "get", "pod", "permanent", "-o", "jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}{\"\\n\"}{end}")
+
+	section("3. A pod whose driver fails transiently once: retried at the next pod resync (~1 min), then Running")
+	results = append(results, demoPod(ctx, c, manifests, "transient", "Running after retries", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }))
+	kubectl(ctx, c, "get", "events", "--field-selector", "involvedObject.name=transient", "--sort-by=.lastTimestamp")
+
+	stats, err := driver.Client.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	section("Summary")
+	failed := 0
+	for _, r := range results {
+		calls := ""
+		if claim, ok := framework.PodClaim(stats, "default", r.name); ok {
+			calls = fmt.Sprintf(", driver calls: %d prepare / %d unprepare", claim.PrepareCalls, claim.UnprepareCalls)
+		}
+		mark := "OK  "
+		if !r.ok {
+			mark, failed = "FAIL", failed+1
+		}
+		fmt.Printf("%s %-10s want %-22s got %s after %.1fs%s\n", mark, r.name, r.want, r.got, r.elapsed.Seconds(), calls)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d outcomes were not as expected", failed, len(results))
+	}
+	return nil
+}
+
+// demoPod applies the manifest <name>.yaml, waits until done, and shows the pod.
+func demoPod(ctx context.Context, c *localcluster.Cluster, dir, name, want string, done func(*v1.Pod) bool) outcome {
+	start := time.Now()
+	kubectl(ctx, c, "apply", "-f", filepath.Join(dir, name+".yaml"))
+	pod, err := framework.WaitForPod(ctx, c.Client(), "default", name, 3*time.Minute, done)
+	result := outcome{name: name, want: want, elapsed: time.Since(start), ok: err == nil}
+	if pod != nil {
+		result.got = string(pod.Status.Phase)
+		if pod.Status.Reason != "" {
+			result.got += " (" + pod.Status.Reason + ")"
+		}
+	}
+	kubectl(ctx, c, "get", "pod", name, "-o", "wide")
+	return result
+}
+
+func section(title string) {
+	fmt.Printf("\n=== %s\n", title)
+}
+
+// kubectl runs kubectl against the cluster and prints the command and its output.
+func kubectl(ctx context.Context, c *localcluster.Cluster, args ...string) {
+	fmt.Printf("\n$ kubectl %s\n", strings.Join(args, " "))
+	cmd := c.Kubectl(ctx, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		fmt.Printf("(kubectl: %v)\n", err)
+	}
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: builds the dra-failfast kubelet and a local single-node cluster, then runs the demo
+# (cmd/dra-failfast-demo) on it. Extra arguments go to the demo, e.g. --keep.
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+"${REPO_ROOT}/hack/build.sh"
+cd "${REPO_ROOT}"
+exec "${OUTPUT_DIR}/bin/dra-failfast-demo" "$@"

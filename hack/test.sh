@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The project's whole test run (README, .ci/run): static checks, our unit tests with -race,
+# the build of the fork and the stock kubelet, the patch series check, upstream's unit tests in
+# the patched tree, and the end-to-end tests on a real local cluster. Ends with one line
+# "N passed, N failed" over every test that ran.
+# Needs root (Debian packages, containerd, kubelet) and the Go module proxy.
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+results="${OUTPUT_DIR}/test"
+mkdir -p "${results}"
+passed=0
+failed=0
+status=0
+
+# count_go_tests LOG: adds the top-level test results of a `go test -v` log to the totals.
+count_go_tests() {
+  local p f
+  p=$(grep -c '^--- PASS' "$1" || true)
+  f=$(grep -c '^--- FAIL' "$1" || true)
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+stage() {
+  local name=$1
+  shift
+  log "=== ${name}"
+  local start=${SECONDS}
+  if "$@"; then
+    log "=== ${name}: ok ($((SECONDS - start))s)"
+  else
+    log "=== ${name}: FAILED ($((SECONDS - start))s)"
+    status=1
+  fi
+}
+
+static_checks() {
+  local unformatted
+  unformatted=$(gofmt -l api cmd hack pkg test)
+  [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
+  go vet ./... && go vet -tags e2e_node ./test/... &&
+    hack/verify-gomod.sh && hack/verify-codegen.sh
+}
+
+unit_tests() {
+  local rc=0
+  go test -race -count=1 -v ./... > "${results}/unit.log" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|---)' "${results}/unit.log" | grep -v '^--- PASS' || true
+  count_go_tests "${results}/unit.log"
+  return "${rc}"
+}
+
+upstream_tests() {
+  local rc=0 line
+  hack/test-upstream.sh || rc=$?
+  line=$(grep -E '^tests: ' "${OUTPUT_DIR}/test-upstream/summary.txt" || echo "tests: 0 passed, 1 failed")
+  passed=$((passed + $(sed -E 's/^tests: ([0-9]+) passed.*/\1/' <<<"${line}")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line}")))
+  return "${rc}"
+}
+
+e2e_tests() {
+  local rc=0
+  go test -tags e2e_node -count=1 -v -timeout 30m ./test/e2e_node/ > "${results}/e2e.log" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|--- |    e2e_test)' "${results}/e2e.log" | cut -c1-300 || true
+  [ "${rc}" -eq 0 ] || { echo "last lines of ${results#"${REPO_ROOT}/"}/e2e.log:"; tail -40 "${results}/e2e.log"; }
+  count_go_tests "${results}/e2e.log"
+  return "${rc}"
+}
+
+[ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
+stage "static checks (gofmt, vet, go.mod, generated code)" static_checks
+stage "unit tests (-race)" unit_tests
+stage "build (fork and stock kubelet, local cluster, test driver)" hack/build.sh
+stage "patch series applies to pristine v1.37.1 and builds" hack/verify-patches.sh
+stage "upstream unit tests in the patched tree" upstream_tests
+stage "end-to-end tests on a local cluster" e2e_tests
+
+log "all stages: $( [ "${status}" -eq 0 ] && echo ok || echo FAILED ) in ${SECONDS}s"
+echo "${passed} passed, ${failed} failed"
+exit "${status}"

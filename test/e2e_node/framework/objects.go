@@ -1,0 +1,154 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dra-failfast/dra-failfast/test/dradriver"
+	"github.com/dra-failfast/dra-failfast/test/localcluster"
+)
+
+// DeviceClassName is the DeviceClass of the test driver (test/dradriver/deploy/deviceclass.yaml).
+const DeviceClassName = "dra-failfast.test"
+
+// RequestName is the device request of every claim made here.
+const RequestName = "dev"
+
+// EnsureDeviceClass creates the test driver's DeviceClass from its manifest.
+func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "test", "dradriver", "deploy", "deviceclass.yaml"))
+	if err != nil {
+		return err
+	}
+	var class resourceapi.DeviceClass
+	if err := yaml.UnmarshalStrict(data, &class); err != nil {
+		return fmt.Errorf("deviceclass.yaml: %w", err)
+	}
+	_, err = client.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// Behavior is the test driver's PrepareBehavior opaque config. Raw, when
+// set, is sent instead (to send invalid config).
+type Behavior struct {
+	Prepare  string `json:"prepare,omitempty"`
+	Failures int    `json:"failures,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Raw      string `json:"-"`
+}
+
+// ClaimTemplate returns a ResourceClaimTemplate for one device of the test
+// driver, with behavior as opaque config (nil: none).
+func ClaimTemplate(namespace, name string, behavior *Behavior) (*resourceapi.ResourceClaimTemplate, error) {
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: RequestName, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: DeviceClassName}}},
+		}}},
+	}
+	if behavior == nil {
+		return tmpl, nil
+	}
+	raw := []byte(behavior.Raw)
+	if behavior.Raw == "" {
+		params := struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Behavior
+		}{"dra-failfast.test/v1", "PrepareBehavior", *behavior}
+		var err error
+		if raw, err = json.Marshal(params); err != nil {
+			return nil, err
+		}
+	}
+	tmpl.Spec.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
+		Requests: []string{RequestName},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: dradriver.DefaultDriverName, Parameters: runtime.RawExtension{Raw: raw},
+		}},
+	}}
+	return tmpl, nil
+}
+
+// PodSpec returns a spec with one workload container using a claim made from template.
+func PodSpec(template string, restartPolicy v1.RestartPolicy) v1.PodSpec {
+	return v1.PodSpec{
+		RestartPolicy:                 restartPolicy,
+		TerminationGracePeriodSeconds: ptr.To[int64](2),
+		ResourceClaims:                []v1.PodResourceClaim{{Name: RequestName, ResourceClaimTemplateName: &template}},
+		Containers: []v1.Container{{
+			Name:            "workload",
+			Image:           localcluster.WorkloadImage,
+			ImagePullPolicy: v1.PullNever,
+			Resources:       v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: RequestName}}},
+		}},
+	}
+}
+
+// Pod returns a pod named name that uses a claim made from template.
+func Pod(namespace, name, template string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: PodSpec(template, v1.RestartPolicyNever)}
+}
+
+// CreateNamespace creates a namespace and waits for its default ServiceAccount.
+func CreateNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// WaitForPod polls the pod until done says so, or timeout. It returns the
+// last pod seen.
+func WaitForPod(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration, done func(*v1.Pod) bool) (*v1.Pod, error) {
+	var pod *v1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pod = p
+		return done(p), nil
+	})
+	return pod, err
+}
+
+// StartedContainers lists the containers of pod that ever started.
+func StartedContainers(pod *v1.Pod) []string {
+	var started []string
+	for _, statuses := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, s := range statuses {
+			// A container that never ran still gets a synthesized Terminated
+			// state (ContainerStatusUnknown) when the pod fails: no ID, no start.
+			ran := s.State.Terminated != nil && (s.State.Terminated.ContainerID != "" || !s.State.Terminated.StartedAt.IsZero())
+			if ran || s.State.Running != nil || s.ContainerID != "" || s.RestartCount > 0 {
+				started = append(started, s.Name)
+			}
+		}
+	}
+	return started
+}
