@@ -37,16 +37,6 @@ done
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 mkdir -p "${BIN_DIR}" "${IMAGE_DIR}"
 
-# timed NAME CMD...: runs CMD and logs how long it took.
-timed() {
-  local name=$1 start ms
-  shift
-  start=$(date +%s%N)
-  "$@"
-  ms=$((($(date +%s%N) - start) / 1000000))
-  log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
-}
-
 install_debian_packages() {
   local missing=()
   [ -x /usr/sbin/runc ] || command -v runc >/dev/null 2>&1 || missing+=(runc)

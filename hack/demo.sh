@@ -5,5 +5,5 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "${REPO_ROOT}/hack/build.sh"
-cd "${REPO_ROOT}"
+cd "${REPO_ROOT}" || exit 1
 exec "${OUTPUT_DIR}/bin/dra-failfast-demo" "$@"

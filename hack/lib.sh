@@ -19,6 +19,16 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
+# timed NAME CMD...: runs CMD and logs how long it took.
+timed() {
+  local name=$1 start ms
+  shift
+  start=$(date +%s%N)
+  "$@"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
 # kube_module_dir prints the module-cache directory of k8s.io/kubernetes at KUBE_VERSION,
 # downloading it when missing.
 kube_module_dir() {

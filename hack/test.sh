@@ -4,9 +4,10 @@
 # the patched tree, and the end-to-end tests on a real local cluster. Ends with one line
 # "N passed, N failed" over every test that ran.
 # Needs root (Debian packages, containerd, kubelet) and the Go module proxy.
+# shellcheck disable=SC2317 # stages are called through stage()
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "${REPO_ROOT}"
+cd "${REPO_ROOT}" || exit 1
 
 results="${OUTPUT_DIR}/test"
 mkdir -p "${results}"

@@ -33,16 +33,6 @@ SERIES_STAMP=.git/dra-failfast-series
 TREE_GIT_NAME="dra-failfast build"
 TREE_GIT_EMAIL="build@dra-failfast.invalid"
 
-# timed NAME CMD...: runs CMD and logs how long it took.
-timed() {
-  local name=$1 start ms
-  shift
-  start=$(date +%s%N)
-  "$@"
-  ms=$((($(date +%s%N) - start) / 1000000))
-  log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
-}
-
 # with_tree_lock CMD...: runs CMD holding a lock on TREE_DIR, so that two scripts running at once do
 # not assemble or replace the same tree together.
 with_tree_lock() {

@@ -2,8 +2,9 @@
 # Regenerates the Go code of api/ from its .proto files with Debian's protoc and a pinned
 # protoc-gen-go. With an argument, writes the generated tree below that directory instead
 # (hack/verify-codegen.sh uses this).
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "${REPO_ROOT}"
+cd "${REPO_ROOT}" || exit 1
 
 # Same generator version as upstream's k8s.io/kubelet DRA bindings.
 PROTOC_GEN_GO_VERSION=v1.36.11

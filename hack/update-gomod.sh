@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the replace block of go.mod from upstream's own go.mod: every staging module of
 # k8s.io/kubernetes is pinned to KUBE_STAGING_VERSION, exactly as upstream lists them.
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "${REPO_ROOT}"
+cd "${REPO_ROOT}" || exit 1
 
 # Read the list before touching go.mod: the download runs inside this module.
 modules=$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod staging_modules)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when the generated Go code of api/ differs from what hack/update-codegen.sh produces.
+# shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "${REPO_ROOT}"
+cd "${REPO_ROOT}" || exit 1
 
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
