@@ -149,6 +149,11 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 			if started := framework.StartedContainers(pod); len(started) > 0 {
 				t.Errorf("containers started: %v", started)
 			}
+			for _, c := range pod.Status.ContainerStatuses {
+				if c.State.Terminated == nil || c.State.Terminated.Reason != failfastdra.PodFailedReason {
+					t.Errorf("container %s state %+v, want terminated with reason %s (what kubectl get pod shows)", c.Name, c.State, failfastdra.PodFailedReason)
+				}
+			}
 			// A stock kubelet retries at its next pod resync: wait past one
 			// (syncFrequency 1m, jitter up to 1.5x) and count again.
 			time.Sleep(95 * time.Second)

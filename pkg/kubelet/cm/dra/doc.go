@@ -8,7 +8,7 @@
 //     *PermanentPodError when any claim failed permanently;
 //   - DowngradeIfStarted keeps pods that already ran containers out of it;
 //   - PodRejection gives kubelet.SyncPod the Reason and Message to fail the
-//     pod with, and AppendPodCondition the condition that Jobs can match.
+//     pod with, and UpdatePodStatus the condition that Jobs can match.
 //
 // With the feature gate off, every function here leaves the kubelet's stock
 // behaviour unchanged.

@@ -93,27 +93,60 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 	return conditionType == PodConditionType && Enabled()
 }
 
-// AppendPodCondition adds PodConditionType to conditions, the kubelet-owned
-// conditions being generated for a pod whose previous status is old: kept
-// from old when it is there, created when old is the Failed status that
-// kubelet.SyncPod set for PodRejection's reason.
-func AppendPodCondition(conditions []v1.PodCondition, old *v1.PodStatus) []v1.PodCondition {
+// UpdatePodStatus completes the status that the kubelet generates for a pod
+// whose previous status old is the Failed status that kubelet.SyncPod set
+// for PodRejection's reason: it adds the kubelet-owned PodConditionType
+// condition (kept from old when it is there), and marks containers that
+// never started as terminated for that reason, so that `kubectl get pod`
+// shows the cause instead of ContainerStatusUnknown. The exit code is 137,
+// as for upstream's ContainerStatusUnknown. Other pods are left alone.
+func UpdatePodStatus(status, old *v1.PodStatus) {
 	if !Enabled() {
-		return conditions
+		return
 	}
+	condition := podCondition(old)
+	if condition == nil {
+		return
+	}
+	status.Conditions = append(status.Conditions, *condition)
+	if status.Phase != v1.PodFailed {
+		return
+	}
+	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
+		for i := range statuses {
+			if c := &statuses[i]; neverStarted(c) {
+				c.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+					ExitCode: 137,
+					Reason:   PodFailedReason,
+					Message:  "The container never started: a DRA driver failed permanently to prepare the pod's resources",
+				}}
+			}
+		}
+	}
+}
+
+func podCondition(old *v1.PodStatus) *v1.PodCondition {
 	for _, c := range old.Conditions {
 		if c.Type == PodConditionType {
-			return append(conditions, c)
+			return &c
 		}
 	}
 	if old.Phase != v1.PodFailed || old.Reason != PodFailedReason {
-		return conditions
+		return nil
 	}
-	return append(conditions, v1.PodCondition{
+	return &v1.PodCondition{
 		Type:               PodConditionType,
 		Status:             v1.ConditionTrue,
 		LastTransitionTime: metav1.Now(),
 		Reason:             PodFailedReason,
 		Message:            old.Message,
-	})
+	}
+}
+
+func neverStarted(c *v1.ContainerStatus) bool {
+	if c.ContainerID != "" || c.RestartCount > 0 || c.State.Running != nil || c.LastTerminationState.Terminated != nil {
+		return false
+	}
+	t := c.State.Terminated
+	return t == nil || (t.ContainerID == "" && t.StartedAt.IsZero())
 }

@@ -126,38 +126,72 @@ func TestDowngradeIfStarted(t *testing.T) {
 	}
 }
 
-func TestPodCondition(t *testing.T) {
+func TestUpdatePodStatus(t *testing.T) {
 	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
 	existing := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "first"}
 	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse}
+	waiting := v1.ContainerStatus{Name: "waiting", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	unknown := v1.ContainerStatus{Name: "unknown", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "ContainerStatusUnknown", ExitCode: 137}}}
+	ran := v1.ContainerStatus{Name: "ran", ContainerID: "containerd://1", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Error", ExitCode: 1, ContainerID: "containerd://1"}}}
 	cases := map[string]struct {
-		disabled bool
-		old      v1.PodStatus
-		want     *v1.PodCondition
+		disabled       bool
+		old            v1.PodStatus
+		phase          v1.PodPhase
+		wantCondition  *v1.PodCondition
+		wantContainers []string // the terminated reason of waiting, unknown, ran
 	}{
-		"rejected pod gets the condition": {old: rejected, want: &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"}},
-		"kept from old status":            {old: v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{ready, existing}}, want: &existing},
-		"other failure":                   {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}},
-		"not failed":                      {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}},
-		"gate off":                        {disabled: true, old: rejected},
+		"rejected pod gets the condition and container reasons": {
+			old: rejected, phase: v1.PodFailed,
+			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
+			wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
+		},
+		"condition kept from old status": {
+			old: v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{ready, existing}}, phase: v1.PodFailed,
+			wantCondition: &existing, wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
+		},
+		"not yet terminal: condition only": {
+			old: rejected, phase: v1.PodPending,
+			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
+			wantContainers: []string{"", "ContainerStatusUnknown", "Error"},
+		},
+		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
+		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
+		"gate off":      {disabled: true, old: rejected, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			enableFeature(t, !tc.disabled)
-			got := AppendPodCondition([]v1.PodCondition{ready}, &tc.old)
+			status := v1.PodStatus{
+				Phase:             tc.phase,
+				Conditions:        []v1.PodCondition{ready},
+				ContainerStatuses: []v1.ContainerStatus{*waiting.DeepCopy(), *unknown.DeepCopy(), *ran.DeepCopy()},
+			}
+			UpdatePodStatus(&status, &tc.old)
+			got := status.Conditions
 			if got[0] != ready {
 				t.Errorf("existing condition changed: %+v", got[0])
 			}
 			switch {
-			case tc.want == nil && len(got) != 1:
+			case tc.wantCondition == nil && len(got) != 1:
 				t.Errorf("unexpected condition added: %+v", got[1:])
-			case tc.want != nil && len(got) != 2:
+			case tc.wantCondition != nil && len(got) != 2:
 				t.Errorf("conditions = %+v, want the DRA condition appended", got)
-			case tc.want != nil:
+			case tc.wantCondition != nil:
 				c := got[1]
-				c.LastTransitionTime = tc.want.LastTransitionTime
-				if c != *tc.want {
-					t.Errorf("condition = %+v, want %+v", c, *tc.want)
+				c.LastTransitionTime = tc.wantCondition.LastTransitionTime
+				if c != *tc.wantCondition {
+					t.Errorf("condition = %+v, want %+v", c, *tc.wantCondition)
+				}
+			}
+			for i, want := range tc.wantContainers {
+				terminated := status.ContainerStatuses[i].State.Terminated
+				if got := ""; terminated != nil {
+					got = terminated.Reason
+					if got != want {
+						t.Errorf("container %s: terminated reason %q, want %q", status.ContainerStatuses[i].Name, got, want)
+					}
+				} else if want != "" {
+					t.Errorf("container %s: not terminated, want reason %q", status.ContainerStatuses[i].Name, want)
 				}
 			}
 			if IsPodConditionType(PodConditionType) == tc.disabled {
