@@ -17,6 +17,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/dra-failfast/dra-failfast/test/dradriver"
@@ -35,9 +37,10 @@ type DriverOptions struct {
 
 // Driver is a running dra-test-driver process.
 type Driver struct {
-	cmd    *exec.Cmd
-	done   chan error
-	Client dradriver.Client
+	cmd     *exec.Cmd
+	done    chan error
+	devices int
+	Client  dradriver.Client
 	// LogFile is where the driver's output goes.
 	LogFile string
 }
@@ -84,14 +87,43 @@ func StartDriver(ctx context.Context, c *localcluster.Cluster, opts DriverOption
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
 	}
-	d := &Driver{cmd: cmd, done: make(chan error, 1), Client: dradriver.Client{BaseURL: "http://" + address}, LogFile: logFile}
+	d := &Driver{cmd: cmd, done: make(chan error, 1), devices: opts.Devices, Client: dradriver.Client{BaseURL: "http://" + address}, LogFile: logFile}
 	go func() { d.done <- cmd.Wait() }()
+	if err := d.waitForResourceSlice(ctx, c, nil); err != nil {
+		_ = d.Stop()
+		return nil, err
+	}
+	return d, nil
+}
 
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+// RestartKubelet restarts the cluster's kubelet with featureGates and waits
+// until the driver has published its devices again: a starting kubelet
+// deletes all ResourceSlices of its node, and a kubeletplugin driver
+// republishes them only after its ResourceSlice sync delay (30s by
+// default). Until then new claims cannot be allocated.
+func (d *Driver) RestartKubelet(ctx context.Context, c *localcluster.Cluster, featureGates map[string]bool) error {
+	slices, err := c.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	old := sets.New[types.UID]()
+	for _, slice := range slices.Items {
+		old.Insert(slice.UID)
+	}
+	if err := c.RestartKubelet(ctx, featureGates); err != nil {
+		return err
+	}
+	return d.waitForResourceSlice(ctx, c, old)
+}
+
+// waitForResourceSlice waits until the driver is healthy and has a
+// ResourceSlice with all its devices that is not one of old.
+func (d *Driver) waitForResourceSlice(ctx context.Context, c *localcluster.Cluster, old sets.Set[types.UID]) error {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-d.done:
 			d.done <- err
-			return false, fmt.Errorf("test driver exited: %v (log: %s)", err, logFile)
+			return false, fmt.Errorf("test driver exited: %v (log: %s)", err, d.LogFile)
 		default:
 		}
 		if d.Client.Healthz(ctx) != nil {
@@ -102,17 +134,16 @@ func StartDriver(ctx context.Context, c *localcluster.Cluster, opts DriverOption
 			return false, nil
 		}
 		for _, slice := range slices.Items {
-			if slice.Spec.Driver == dradriver.DefaultDriverName && len(slice.Spec.Devices) == opts.Devices {
+			if slice.Spec.Driver == dradriver.DefaultDriverName && len(slice.Spec.Devices) == d.devices && !old.Has(slice.UID) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		_ = d.Stop()
-		return nil, fmt.Errorf("wait for the test driver and its ResourceSlice: %w", err)
+		return fmt.Errorf("wait for the test driver and its ResourceSlice: %w", err)
 	}
-	return d, nil
+	return nil
 }
 
 // PID is the driver's process ID.
