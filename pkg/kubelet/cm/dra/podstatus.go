@@ -99,7 +99,9 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 // condition (kept from old when it is there), and marks containers that
 // never started as terminated for that reason, so that `kubectl get pod`
 // shows the cause instead of ContainerStatusUnknown. The exit code is 137,
-// as for upstream's ContainerStatusUnknown. Other pods are left alone.
+// as for upstream's ContainerStatusUnknown; FinishedAt is when the pod
+// failed (the condition's transition time, so that regenerating the status
+// does not change it). Other pods are left alone.
 func UpdatePodStatus(status, old *v1.PodStatus) {
 	if !Enabled() {
 		return
@@ -116,9 +118,10 @@ func UpdatePodStatus(status, old *v1.PodStatus) {
 		for i := range statuses {
 			if c := &statuses[i]; neverStarted(c) {
 				c.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-					ExitCode: 137,
-					Reason:   PodFailedReason,
-					Message:  "The container never started: a DRA driver failed permanently to prepare the pod's resources",
+					ExitCode:   137,
+					Reason:     PodFailedReason,
+					Message:    "The container never started: a DRA driver failed permanently to prepare the pod's resources",
+					FinishedAt: condition.LastTransitionTime,
 				}}
 			}
 		}

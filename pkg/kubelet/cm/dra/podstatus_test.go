@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
 )
@@ -128,7 +130,8 @@ func TestDowngradeIfStarted(t *testing.T) {
 
 func TestUpdatePodStatus(t *testing.T) {
 	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
-	existing := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "first"}
+	failedAt := metav1.NewTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	existing := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "first", LastTransitionTime: failedAt}
 	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse}
 	waiting := v1.ContainerStatus{Name: "waiting", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 	unknown := v1.ContainerStatus{Name: "unknown", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "ContainerStatusUnknown", ExitCode: 137}}}
@@ -178,6 +181,9 @@ func TestUpdatePodStatus(t *testing.T) {
 				t.Errorf("conditions = %+v, want the DRA condition appended", got)
 			case tc.wantCondition != nil:
 				c := got[1]
+				if !tc.wantCondition.LastTransitionTime.IsZero() && !c.LastTransitionTime.Equal(&tc.wantCondition.LastTransitionTime) {
+					t.Errorf("condition transition time %v, want %v kept from the old status", c.LastTransitionTime, tc.wantCondition.LastTransitionTime)
+				}
 				c.LastTransitionTime = tc.wantCondition.LastTransitionTime
 				if c != *tc.wantCondition {
 					t.Errorf("condition = %+v, want %+v", c, *tc.wantCondition)
@@ -189,6 +195,10 @@ func TestUpdatePodStatus(t *testing.T) {
 					got = terminated.Reason
 					if got != want {
 						t.Errorf("container %s: terminated reason %q, want %q", status.ContainerStatuses[i].Name, got, want)
+					}
+					// When the pod failed: the condition's transition time, stable across status updates.
+					if got == PodFailedReason && (terminated.FinishedAt.IsZero() || !terminated.FinishedAt.Equal(&status.Conditions[1].LastTransitionTime)) {
+						t.Errorf("container %s: finished at %v, want the condition's transition time %v", status.ContainerStatuses[i].Name, terminated.FinishedAt, status.Conditions[1].LastTransitionTime)
 					}
 				} else if want != "" {
 					t.Errorf("container %s: not terminated, want reason %q", status.ContainerStatuses[i].Name, want)
