@@ -139,7 +139,7 @@ for step in "${steps[@]}"; do
     images) timed "images" build_images ;;
   esac
 done
-log "built ${steps[*]} into ${BIN_DIR#"${REPO_ROOT}/"} in $(($(date +%s) - total_start))s"
+log "steps done (${steps[*]}), output in ${BIN_DIR#"${REPO_ROOT}/"}: $(($(date +%s) - total_start))s"
 if [ ! -x "${BIN_DIR}/kubelet" ] || [ ! -x "${BIN_DIR}/kubelet-stock" ]; then
   log "note: the kubelets come from hack/build-kubelet.sh (_output/bin/kubelet) and hack/build-kubelet.sh --stock (_output/bin/kubelet-stock)"
 fi
