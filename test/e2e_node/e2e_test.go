@@ -121,6 +121,7 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 		"injected":       {Prepare: "Permanent", Message: "device firmware refuses this partition layout"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits past a stock resync; own namespace and claim
 			ns := setup(t, behavior)
 			start := time.Now()
 			createPod(t, ns, "app")
