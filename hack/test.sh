@@ -62,12 +62,26 @@ upstream_tests() {
   return "${rc}"
 }
 
+# e2e_package NAME PKG [GO TEST FLAG...]: runs one package's e2e_node tests into NAME.log. One
+# package at a time: every local cluster binds the same ports.
+e2e_package() {
+  local name=$1 pkg=$2 rc=0 log
+  shift 2
+  log="${results}/${name}.log"
+  go test -tags e2e_node -count=1 -v -timeout 30m "$@" "${pkg}" > "${log}" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|--- |    [a-z0-9_]+_test\.go)' "${log}" | grep -v 'localcluster \[' | cut -c1-300 || true
+  [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
+  count_go_tests "${log}"
+  return "${rc}"
+}
+
 e2e_tests() {
   local rc=0
-  go test -tags e2e_node -count=1 -v -timeout 30m ./test/e2e_node/ > "${results}/e2e.log" 2>&1 || rc=$?
-  grep -E '^(ok|FAIL|--- |    e2e_test)' "${results}/e2e.log" | cut -c1-300 || true
-  [ "${rc}" -eq 0 ] || { echo "last lines of ${results#"${REPO_ROOT}/"}/e2e.log:"; tail -40 "${results}/e2e.log"; }
-  count_go_tests "${results}/e2e.log"
+  # The cluster itself (bring-up, a pod surviving a kubelet restart, recovery after a crash,
+  # teardown leaving nothing), with the stock kubelet: comparisons with upstream run on it.
+  LOCAL_CLUSTER_KUBELET=_output/bin/kubelet-stock \
+    e2e_package localcluster ./test/localcluster/ -run '^(TestLocalCluster|TestUpAfterCrash)$' || rc=$?
+  e2e_package e2e ./test/e2e_node/ || rc=$?
   return "${rc}"
 }
 
@@ -77,7 +91,7 @@ stage "unit tests (-race)" unit_tests
 stage "build (fork and stock kubelet, local cluster, test driver)" hack/build.sh
 stage "patch series applies to pristine v1.37.1 and builds" hack/verify-patches.sh
 stage "upstream unit tests in the patched tree" upstream_tests
-stage "end-to-end tests on a local cluster" e2e_tests
+stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests
 
 log "all stages: $( [ "${status}" -eq 0 ] && echo ok || echo FAILED ) in ${SECONDS}s"
 echo "${passed} passed, ${failed} failed"
