@@ -112,7 +112,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("NodePrepareResources: %v", err)
 	}
 
-	wantWire := map[string]v1alpha.ErrorType{"uid-ok": v1alpha.ErrorType_Unknown, "uid-transient": v1alpha.ErrorType_Unknown, "uid-permanent": v1alpha.ErrorType_Permanent}
+	wantWire := map[string]v1alpha.NodePrepareResourceResponseErrorType{"uid-ok": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-transient": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-permanent": v1alpha.NodePrepareResourceResponseErrorType_Permanent}
 	for uid, want := range wantWire {
 		if got := v1alpha.GetErrorType(resp.Claims[uid]); got != want {
 			t.Errorf("error_type of %s = %v, want %v", uid, got, want)
@@ -155,7 +155,7 @@ func TestInterceptorOnlyTouchesPrepare(t *testing.T) {
 		if _, err := failfastplugin.UnaryServerInterceptor(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: method}, handler); err != nil {
 			t.Fatal(err)
 		}
-		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.ErrorType_Unknown {
+		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.NodePrepareResourceResponseErrorType_Unknown {
 			t.Errorf("%s: error_type = %v without a permanent mark", method, got)
 		}
 	}

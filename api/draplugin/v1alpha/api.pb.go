@@ -3,13 +3,14 @@
 // A DRA driver tells the kubelet that preparing a ResourceClaim failed
 // permanently by setting field 3 ("error_type") of
 // k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse to
-// ErrorType.Permanent. Upstream's v1.37 api.proto does not declare the field
-// yet, so on the wire it is an unknown varint field of that message:
+// NodePrepareResourceResponseErrorType.Permanent. Upstream's v1.37 api.proto
+// does not declare the field yet, so on the wire it is an unknown varint
+// field of that message:
 //
 //   message NodePrepareResourceResponse {
 //       repeated Device devices = 1;
 //       string error = 2;
-//       ErrorType error_type = 3;   // this extension
+//       NodePrepareResourceResponseErrorType error_type = 3;   // this extension
 //   }
 //
 // Old kubelets ignore it (unknown fields are skipped), so a driver can always
@@ -42,53 +43,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ErrorType classifies a non-empty NodePrepareResourceResponse.error.
-type ErrorType int32
+// NodePrepareResourceResponseErrorType classifies a non-empty
+// NodePrepareResourceResponse.error. Name and numbers are those of KEP-5322's
+// final text. (Go: the type ErrorType and its constants ErrorType_Unknown,
+// ErrorType_Permanent remain as deprecated aliases of the first version.)
+type NodePrepareResourceResponseErrorType int32
 
 const (
 	// Unknown: the driver did not say. The kubelet retries, as it always has.
-	ErrorType_Unknown ErrorType = 0
+	NodePrepareResourceResponseErrorType_Unknown NodePrepareResourceResponseErrorType = 0
 	// Permanent errors are expected to fail consistently for a given request
 	// and should not be retried: the kubelet fails the Pod.
-	ErrorType_Permanent ErrorType = 1
+	NodePrepareResourceResponseErrorType_Permanent NodePrepareResourceResponseErrorType = 1
 )
 
-// Enum value maps for ErrorType.
+// Enum value maps for NodePrepareResourceResponseErrorType.
 var (
-	ErrorType_name = map[int32]string{
+	NodePrepareResourceResponseErrorType_name = map[int32]string{
 		0: "Unknown",
 		1: "Permanent",
 	}
-	ErrorType_value = map[string]int32{
+	NodePrepareResourceResponseErrorType_value = map[string]int32{
 		"Unknown":   0,
 		"Permanent": 1,
 	}
 )
 
-func (x ErrorType) Enum() *ErrorType {
-	p := new(ErrorType)
+func (x NodePrepareResourceResponseErrorType) Enum() *NodePrepareResourceResponseErrorType {
+	p := new(NodePrepareResourceResponseErrorType)
 	*p = x
 	return p
 }
 
-func (x ErrorType) String() string {
+func (x NodePrepareResourceResponseErrorType) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (ErrorType) Descriptor() protoreflect.EnumDescriptor {
+func (NodePrepareResourceResponseErrorType) Descriptor() protoreflect.EnumDescriptor {
 	return file_api_proto_enumTypes[0].Descriptor()
 }
 
-func (ErrorType) Type() protoreflect.EnumType {
+func (NodePrepareResourceResponseErrorType) Type() protoreflect.EnumType {
 	return &file_api_proto_enumTypes[0]
 }
 
-func (x ErrorType) Number() protoreflect.EnumNumber {
+func (x NodePrepareResourceResponseErrorType) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use ErrorType.Descriptor instead.
-func (ErrorType) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use NodePrepareResourceResponseErrorType.Descriptor instead.
+func (NodePrepareResourceResponseErrorType) EnumDescriptor() ([]byte, []int) {
 	return file_api_proto_rawDescGZIP(), []int{0}
 }
 
@@ -97,8 +101,8 @@ func (ErrorType) EnumDescriptor() ([]byte, []int) {
 // same field numbers. It exists to document and test the wire format; use the
 // Go helpers (GetErrorType, SetErrorType) on the stock message instead.
 type NodePrepareResourceResponseExtension struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorType     ErrorType              `protobuf:"varint,3,opt,name=error_type,json=errorType,proto3,enum=dra_failfast.draplugin.v1alpha.ErrorType" json:"error_type,omitempty"`
+	state         protoimpl.MessageState               `protogen:"open.v1"`
+	ErrorType     NodePrepareResourceResponseErrorType `protobuf:"varint,3,opt,name=error_type,json=errorType,proto3,enum=dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorType" json:"error_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,22 +137,22 @@ func (*NodePrepareResourceResponseExtension) Descriptor() ([]byte, []int) {
 	return file_api_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *NodePrepareResourceResponseExtension) GetErrorType() ErrorType {
+func (x *NodePrepareResourceResponseExtension) GetErrorType() NodePrepareResourceResponseErrorType {
 	if x != nil {
 		return x.ErrorType
 	}
-	return ErrorType_Unknown
+	return NodePrepareResourceResponseErrorType_Unknown
 }
 
 var File_api_proto protoreflect.FileDescriptor
 
 const file_api_proto_rawDesc = "" +
 	"\n" +
-	"\tapi.proto\x12\x1edra_failfast.draplugin.v1alpha\"p\n" +
-	"$NodePrepareResourceResponseExtension\x12H\n" +
+	"\tapi.proto\x12\x1edra_failfast.draplugin.v1alpha\"\x8b\x01\n" +
+	"$NodePrepareResourceResponseExtension\x12c\n" +
 	"\n" +
-	"error_type\x18\x03 \x01(\x0e2).dra_failfast.draplugin.v1alpha.ErrorTypeR\terrorType*'\n" +
-	"\tErrorType\x12\v\n" +
+	"error_type\x18\x03 \x01(\x0e2D.dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorTypeR\terrorType*B\n" +
+	"$NodePrepareResourceResponseErrorType\x12\v\n" +
 	"\aUnknown\x10\x00\x12\r\n" +
 	"\tPermanent\x10\x01B<Z:github.com/dra-failfast/dra-failfast/api/draplugin/v1alphab\x06proto3"
 
@@ -167,11 +171,11 @@ func file_api_proto_rawDescGZIP() []byte {
 var file_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_api_proto_goTypes = []any{
-	(ErrorType)(0), // 0: dra_failfast.draplugin.v1alpha.ErrorType
+	(NodePrepareResourceResponseErrorType)(0),    // 0: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorType
 	(*NodePrepareResourceResponseExtension)(nil), // 1: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension
 }
 var file_api_proto_depIdxs = []int32{
-	0, // 0: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type:type_name -> dra_failfast.draplugin.v1alpha.ErrorType
+	0, // 0: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type:type_name -> dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorType
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name

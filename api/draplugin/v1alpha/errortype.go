@@ -26,10 +26,10 @@ var (
 // GetErrorType returns the error_type a driver set on a stock v1
 // NodePrepareResourceResponse. Anything but a single, well-formed Permanent
 // value reads as Unknown: a driver has to be explicit to get a pod failed.
-func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) ErrorType {
+func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResourceResponseErrorType {
 	errorType, err := DecodeErrorType(resp)
 	if err != nil {
-		return ErrorType_Unknown
+		return NodePrepareResourceResponseErrorType_Unknown
 	}
 	return errorType
 }
@@ -37,14 +37,14 @@ func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) ErrorType {
 // DecodeErrorType is GetErrorType with the reason why a value was not
 // accepted: ErrMalformed, ErrDuplicated or ErrUnknownValue (checked with
 // errors.Is). A nil response or an absent field is Unknown without error.
-func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (ErrorType, error) {
+func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (NodePrepareResourceResponseErrorType, error) {
 	if resp == nil {
-		return ErrorType_Unknown, nil
+		return NodePrepareResourceResponseErrorType_Unknown, nil
 	}
 	return decodeErrorType(resp.ProtoReflect().GetUnknown())
 }
 
-func decodeErrorType(unknown []byte) (ErrorType, error) {
+func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, error) {
 	var (
 		value uint64
 		found bool
@@ -52,48 +52,48 @@ func decodeErrorType(unknown []byte) (ErrorType, error) {
 	for len(unknown) > 0 {
 		num, typ, tagLen := protowire.ConsumeTag(unknown)
 		if tagLen < 0 {
-			return ErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tagLen))
+			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tagLen))
 		}
 		if num != ErrorTypeFieldNumber {
 			// Another unknown field, perhaps from a newer API: skip it.
 			fieldLen := protowire.ConsumeFieldValue(num, typ, unknown[tagLen:])
 			if fieldLen < 0 {
-				return ErrorType_Unknown, fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(fieldLen))
+				return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(fieldLen))
 			}
 			unknown = unknown[tagLen+fieldLen:]
 			continue
 		}
 		if typ != protowire.VarintType {
-			return ErrorType_Unknown, fmt.Errorf("%w: wire type %d, want varint", ErrMalformed, typ)
+			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: wire type %d, want varint", ErrMalformed, typ)
 		}
 		if found {
-			return ErrorType_Unknown, ErrDuplicated
+			return NodePrepareResourceResponseErrorType_Unknown, ErrDuplicated
 		}
 		v, valueLen := protowire.ConsumeVarint(unknown[tagLen:])
 		if valueLen < 0 {
-			return ErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(valueLen))
+			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(valueLen))
 		}
 		value, found = v, true
 		unknown = unknown[tagLen+valueLen:]
 	}
 	if !found {
-		return ErrorType_Unknown, nil
+		return NodePrepareResourceResponseErrorType_Unknown, nil
 	}
 	switch value {
-	case uint64(ErrorType_Unknown), uint64(ErrorType_Permanent):
-		return ErrorType(value), nil
+	case uint64(NodePrepareResourceResponseErrorType_Unknown), uint64(NodePrepareResourceResponseErrorType_Permanent):
+		return NodePrepareResourceResponseErrorType(value), nil
 	}
 	// Enums are int32 on the wire, negative values sign-extended to 64 bits.
-	return ErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int64(value))
+	return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int64(value))
 }
 
 // SetErrorType sets error_type on a stock v1 NodePrepareResourceResponse,
 // replacing any previous value and keeping other unknown fields. Unknown
 // removes the field, as proto3 never sends a default value.
-func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType ErrorType) {
+func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType NodePrepareResourceResponseErrorType) {
 	msg := resp.ProtoReflect()
 	kept := withoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
-	if errorType != ErrorType_Unknown {
+	if errorType != NodePrepareResourceResponseErrorType_Unknown {
 		kept = protowire.AppendTag(kept, ErrorTypeFieldNumber, protowire.VarintType)
 		kept = protowire.AppendVarint(kept, uint64(int64(errorType)))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
@@ -23,9 +24,9 @@ func TestDecodeErrorType(t *testing.T) {
 		wantErr error
 	}{
 		"absent":               {},
-		"permanent":            {unknown: varintField(3, 1), want: ErrorType_Permanent},
-		"explicit unknown":     {unknown: varintField(3, 0), want: ErrorType_Unknown},
-		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: ErrorType_Permanent},
+		"permanent":            {unknown: varintField(3, 1), want: NodePrepareResourceResponseErrorType_Permanent},
+		"explicit unknown":     {unknown: varintField(3, 0), want: NodePrepareResourceResponseErrorType_Unknown},
+		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
 		"unknown value 2":      {unknown: varintField(3, 2), wantErr: ErrUnknownValue},
 		"negative value":       {unknown: varintField(3, uint64(0xffffffffffffffff)), wantErr: ErrUnknownValue},
 		"value 2^32+1":         {unknown: varintField(3, 1<<32+1), wantErr: ErrUnknownValue},
@@ -46,7 +47,7 @@ func TestDecodeErrorType(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("DecodeErrorType = %v, want %v", got, tc.want)
 			}
-			if tc.wantErr != nil && GetErrorType(resp) != ErrorType_Unknown {
+			if tc.wantErr != nil && GetErrorType(resp) != NodePrepareResourceResponseErrorType_Unknown {
 				t.Errorf("GetErrorType = %v for invalid input, want Unknown", GetErrorType(resp))
 			}
 		})
@@ -54,7 +55,7 @@ func TestDecodeErrorType(t *testing.T) {
 }
 
 func TestGetErrorTypeNil(t *testing.T) {
-	if got := GetErrorType(nil); got != ErrorType_Unknown {
+	if got := GetErrorType(nil); got != NodePrepareResourceResponseErrorType_Unknown {
 		t.Errorf("GetErrorType(nil) = %v, want Unknown", got)
 	}
 }
@@ -66,15 +67,15 @@ func TestWireRoundTrip(t *testing.T) {
 		set  ErrorType
 		want ErrorType
 	}{
-		"permanent": {set: ErrorType_Permanent, want: ErrorType_Permanent},
-		"unknown":   {set: ErrorType_Unknown, want: ErrorType_Unknown},
+		"permanent": {set: NodePrepareResourceResponseErrorType_Permanent, want: NodePrepareResourceResponseErrorType_Permanent},
+		"unknown":   {set: NodePrepareResourceResponseErrorType_Unknown, want: NodePrepareResourceResponseErrorType_Unknown},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			sent := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
 				"uid-1": {Error: "invalid config"},
 			}}
-			SetErrorType(sent.Claims["uid-1"], ErrorType_Permanent)
+			SetErrorType(sent.Claims["uid-1"], NodePrepareResourceResponseErrorType_Permanent)
 			SetErrorType(sent.Claims["uid-1"], tc.set) // replaces, never duplicates
 			data, err := proto.Marshal(sent)
 			if err != nil {
@@ -98,12 +99,12 @@ func TestWireRoundTrip(t *testing.T) {
 // TestMirrorMessage checks that the documented mirror message encodes
 // exactly what SetErrorType puts on the stock message.
 func TestMirrorMessage(t *testing.T) {
-	mirror, err := proto.Marshal(&NodePrepareResourceResponseExtension{ErrorType: ErrorType_Permanent})
+	mirror, err := proto.Marshal(&NodePrepareResourceResponseExtension{ErrorType: NodePrepareResourceResponseErrorType_Permanent})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp := &drapbv1.NodePrepareResourceResponse{}
-	SetErrorType(resp, ErrorType_Permanent)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_Permanent)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(mirror) {
 		t.Errorf("SetErrorType bytes %x, mirror message bytes %x", got, mirror)
 	}
@@ -113,12 +114,12 @@ func TestSetErrorTypeKeepsOtherUnknownFields(t *testing.T) {
 	other := protowire.AppendString(protowire.AppendTag(nil, 9, protowire.BytesType), "keep me")
 	resp := &drapbv1.NodePrepareResourceResponse{Error: "x"}
 	resp.ProtoReflect().SetUnknown(append(append([]byte{}, other...), varintField(3, 2)...))
-	SetErrorType(resp, ErrorType_Permanent)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_Permanent)
 	want := append(append([]byte{}, other...), varintField(3, 1)...)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(want) {
 		t.Errorf("unknown fields = %x, want %x", got, want)
 	}
-	SetErrorType(resp, ErrorType_Unknown)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_Unknown)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(other) {
 		t.Errorf("after clearing: unknown fields = %x, want %x", got, other)
 	}
@@ -136,13 +137,13 @@ func FuzzDecodeErrorType(f *testing.F) {
 		resp := &drapbv1.NodePrepareResourceResponse{}
 		resp.ProtoReflect().SetUnknown(unknown)
 		got, err := DecodeErrorType(resp)
-		if err != nil && got != ErrorType_Unknown {
+		if err != nil && got != NodePrepareResourceResponseErrorType_Unknown {
 			t.Fatalf("error %v with type %v", err, got)
 		}
 		if got != GetErrorType(resp) {
 			t.Fatalf("GetErrorType disagrees with DecodeErrorType")
 		}
-		if got != ErrorType_Permanent {
+		if got != NodePrepareResourceResponseErrorType_Permanent {
 			return
 		}
 		// Cross-check with an independent parse: exactly one field 3, value 1.
@@ -174,4 +175,25 @@ func FuzzDecodeErrorType(f *testing.F) {
 			t.Fatalf("SetErrorType/GetErrorType round trip failed")
 		}
 	})
+}
+
+// The names and numbers are KEP-5322's; the first Go names stay as aliases.
+func TestKEPNames(t *testing.T) {
+	enum := NodePrepareResourceResponseErrorType_Permanent.Descriptor()
+	if got := string(enum.Name()); got != "NodePrepareResourceResponseErrorType" {
+		t.Errorf("enum name %q", got)
+	}
+	for name, want := range map[string]int32{"Unknown": 0, "Permanent": 1} {
+		if v := enum.Values().ByName(protoreflect.Name(name)); v == nil || int32(v.Number()) != want {
+			t.Errorf("enum value %s = %v, want %d", name, v, want)
+		}
+	}
+	field := (&NodePrepareResourceResponseExtension{}).ProtoReflect().Descriptor().Fields().ByName("error_type")
+	if field == nil || field.Number() != ErrorTypeFieldNumber || field.Enum() != enum {
+		t.Errorf("error_type field %v, want number %d of the enum", field, ErrorTypeFieldNumber)
+	}
+	var deprecated ErrorType = ErrorType_Permanent // still compiles: an alias, not a new type
+	if deprecated != NodePrepareResourceResponseErrorType_Permanent || ErrorType_Unknown != NodePrepareResourceResponseErrorType_Unknown {
+		t.Error("deprecated aliases differ from the KEP names")
+	}
 }
