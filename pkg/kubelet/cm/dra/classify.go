@@ -113,7 +113,7 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 		callErr = errors.New("empty response")
 	}
 	if callErr != nil {
-		result.Err = fmt.Errorf("NodePrepareResources: %w", callErr)
+		result.Err = fmt.Errorf("NodePrepareResources: %w", boundedError{callErr})
 		result.failAll(result.Err.Error(), "")
 		return result
 	}
@@ -126,10 +126,11 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		result.Err = fmt.Errorf("NodePrepareResources returned result for unknown claim UID %s", unknown[0])
+		result.Err = fmt.Errorf("NodePrepareResources returned results for %d unknown claim %s, first %q",
+			len(unknown), plural(len(unknown), "UID", "UIDs"), sanitize(unknown[0], maxNameLen))
 		downgraded := ""
 		for _, claimResp := range resp.GetClaims() {
-			if v1alpha.GetErrorType(claimResp) == v1alpha.ErrorType_Permanent {
+			if v1alpha.GetErrorType(claimResp) == v1alpha.NodePrepareResourceResponseErrorType_Permanent {
 				downgraded = DowngradeUnknownClaim
 			}
 		}
@@ -149,7 +150,7 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 		errorType, decodeErr := v1alpha.DecodeErrorType(claimResp)
 		if claimResp.GetError() == "" {
 			claim.Outcome = Prepared
-			if errorType == v1alpha.ErrorType_Permanent {
+			if errorType == v1alpha.NodePrepareResourceResponseErrorType_Permanent {
 				claim.Downgraded = DowngradeEmptyError
 			}
 			continue
@@ -161,7 +162,7 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 			claim.Downgraded = DowngradeUnknownErrorType
 		case decodeErr != nil:
 			claim.Downgraded = DowngradeMalformedErrorType
-		case errorType != v1alpha.ErrorType_Permanent:
+		case errorType != v1alpha.NodePrepareResourceResponseErrorType_Permanent:
 		case !enabled:
 			claim.Downgraded = DowngradeFeatureDisabled
 		default:

@@ -23,7 +23,7 @@ func sentClaims(uids ...string) []*drapbv1.Claim {
 	return claims
 }
 
-func claimResp(errText string, errorType v1alpha.ErrorType) *drapbv1.NodePrepareResourceResponse {
+func claimResp(errText string, errorType v1alpha.NodePrepareResourceResponseErrorType) *drapbv1.NodePrepareResourceResponse {
 	resp := &drapbv1.NodePrepareResourceResponse{Error: errText}
 	v1alpha.SetErrorType(resp, errorType)
 	return resp
@@ -47,7 +47,7 @@ type outcome struct {
 }
 
 func TestClassify(t *testing.T) {
-	permanent, transient := v1alpha.ErrorType_Permanent, v1alpha.ErrorType_Unknown
+	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_Permanent, v1alpha.NodePrepareResourceResponseErrorType_Unknown
 	cases := map[string]struct {
 		disabled bool
 		sent     []string
@@ -105,7 +105,7 @@ func TestClassify(t *testing.T) {
 			},
 			want: []outcome{{
 				Outcome:    FailedTransient,
-				Message:    "NodePrepareResources returned result for unknown claim UID zzz",
+				Message:    `NodePrepareResources returned results for 1 unknown claim UID, first "zzz"`,
 				Downgraded: DowngradeUnknownClaim,
 			}},
 			wantErr: true,

@@ -18,14 +18,34 @@ type PermanentError struct {
 }
 
 func (e *PermanentError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "ResourceClaim %s (UID %s): driver %s failed permanently", e.Claim, e.Claim.UID, e.Driver)
-	if len(e.Devices) > 0 {
-		fmt.Fprintf(&b, " (devices %s)", strings.Join(e.Devices, ", "))
+	return e.head(true) + e.detail()
+}
+
+// head names the claim and its driver: the part of a claim's text that is
+// never cut. withUID adds the claim's UID.
+func (e *PermanentError) head(withUID bool) string {
+	if withUID {
+		return fmt.Sprintf("ResourceClaim %s (UID %s): driver %s failed permanently", e.Claim, sanitize(string(e.Claim.UID), maxNameLen), sanitize(e.Driver, maxNameLen))
 	}
-	b.WriteString(": ")
-	b.WriteString(sanitize(e.Message, maxDriverMessageLen))
-	return b.String()
+	return fmt.Sprintf("ResourceClaim %s: driver %s failed permanently", e.Claim, sanitize(e.Driver, maxNameLen))
+}
+
+// detail is the driver's words, then the devices: when a text must be cut,
+// the device list goes first, the driver's words after it.
+func (e *PermanentError) detail() string {
+	detail := ": " + sanitize(e.Message, maxDriverMessageLen)
+	if len(e.Devices) == 0 {
+		return detail
+	}
+	devices := make([]string, 0, maxDevicesNamed)
+	for _, device := range e.Devices[:min(len(e.Devices), maxDevicesNamed)] {
+		devices = append(devices, sanitize(device, maxDeviceNameLen))
+	}
+	detail += " (devices " + strings.Join(devices, ", ")
+	if more := len(e.Devices) - len(devices); more > 0 {
+		detail += fmt.Sprintf(" and %d more %s", more, plural(more, "device", "devices"))
+	}
+	return detail + ")"
 }
 
 // PermanentPodError is the error of PrepareResources when at least one claim
@@ -38,17 +58,25 @@ type PermanentPodError struct {
 	Transient []error
 }
 
+// Error is bounded (maxErrorLen): the kubelet puts it into an Event and logs.
 func (e *PermanentPodError) Error() string {
-	parts := make([]string, 0, len(e.Permanent))
-	for _, p := range e.Permanent {
-		parts = append(parts, p.Error())
-	}
-	msg := "permanent failure, will not retry: " + strings.Join(parts, "; ")
+	const prefix = "permanent failure, will not retry: "
+	msg := prefix + renderClaims(e.Permanent, maxErrorLen-len(prefix))
 	if len(e.Transient) > 0 {
-		msg += fmt.Sprintf(" (also failed transiently: %v)", transientErrors(e.Transient))
+		if room := maxErrorLen - len(msg) - len(transientPrefix) - len(transientSuffix); room >= minTransientRoom {
+			msg += transientPrefix + truncate(transientErrors(e.Transient).Error(), room) + transientSuffix
+		}
 	}
 	return msg
 }
+
+const (
+	transientPrefix = " (also failed transiently: "
+	transientSuffix = ")"
+	// minTransientRoom: below this, the transient failures are left out of
+	// the text rather than shown as a stub.
+	minTransientRoom = 32
+)
 
 // Unwrap gives errors.Is and errors.As access to every claim's error.
 func (e *PermanentPodError) Unwrap() []error {
@@ -64,4 +92,108 @@ func (e *PermanentPodError) Unwrap() []error {
 func IsPermanent(err error) bool {
 	var permanent *PermanentPodError
 	return errors.As(err, &permanent)
+}
+
+// DowngradedError is a permanent failure that the kubelet does not act on
+// because the pod already ran containers (see DowngradeIfStarted). It is
+// transient: IsPermanent is false, the pod is retried. Its text says so, and
+// never "will not retry".
+type DowngradedError struct {
+	permanent *PermanentPodError
+}
+
+func (e *DowngradedError) Error() string {
+	const prefix = "DRA driver reported a permanent failure, but the pod already ran containers: not failing the pod, will retry: "
+	return prefix + renderClaims(e.permanent.Permanent, maxErrorLen-len(prefix))
+}
+
+// renderClaims names every failing claim and its driver within budget bytes
+// when that is at all possible. Priority, from what is cut last: claim and
+// driver names, the driver's words, the device list. Only when even the
+// names of all claims do not fit are the last ones counted instead of named.
+func renderClaims(claims []*PermanentError, budget int) string {
+	const sep = "; "
+	details := make([]string, len(claims))
+	for i, c := range claims {
+		details[i] = c.detail()
+	}
+	for _, withUID := range []bool{true, false} {
+		heads := make([]string, len(claims))
+		total := len(sep) * max(len(claims)-1, 0)
+		for i, c := range claims {
+			heads[i] = c.head(withUID)
+			total += len(heads[i])
+		}
+		if total > budget {
+			continue
+		}
+		shares := fairShares(details, budget-total)
+		parts := make([]string, len(claims))
+		for i := range claims {
+			parts[i] = heads[i] + truncate(details[i], shares[i])
+		}
+		return strings.Join(parts, sep)
+	}
+	// Too many claims to name them all: name as many as fit, count the rest.
+	more := func(n int, first bool) string {
+		note := fmt.Sprintf("and %d more %s", n, plural(n, "claim", "claims"))
+		if first {
+			return note
+		}
+		return sep + note
+	}
+	var b strings.Builder
+	for i, c := range claims {
+		head := c.head(false)
+		if i > 0 {
+			head = sep + head
+		}
+		need := len(head)
+		if rest := len(claims) - i - 1; rest > 0 {
+			need += len(more(rest, false)) // keep room to count what follows
+		}
+		if b.Len()+need > budget {
+			b.WriteString(more(len(claims)-i, i == 0))
+			break
+		}
+		b.WriteString(head)
+	}
+	return truncate(b.String(), budget)
+}
+
+// fairShares splits room among texts: each gets at most its length, and
+// what short texts leave is shared by the longer ones.
+func fairShares(texts []string, room int) []int {
+	shares := make([]int, len(texts))
+	left := make([]int, 0, len(texts))
+	for i := range texts {
+		left = append(left, i)
+	}
+	for len(left) > 0 && room > 0 {
+		each := room / len(left)
+		var still []int
+		for _, i := range left {
+			if len(texts[i]) <= each {
+				shares[i] = len(texts[i])
+				room -= shares[i]
+			} else {
+				still = append(still, i)
+			}
+		}
+		if len(still) == len(left) {
+			for _, i := range still {
+				shares[i] = each
+			}
+			break
+		}
+		left = still
+	}
+	return shares
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -6,6 +6,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
+
+	// Imported for its init order, not its names: Go initializes a package
+	// after every package it imports, so upstream's gates are registered
+	// before ours. Without it, github.com/dra-failfast/... sorts before
+	// k8s.io/kubernetes/... and would register first; a future upstream
+	// kubelet that defines DRAHandlePermanentDriverFailures with another spec
+	// would then panic at start ("feature gate ... with different spec
+	// already exists"). In this order upstream's definition simply wins.
+	kubefeatures "k8s.io/kubernetes/pkg/features"
 )
 
 // DRAHandlePermanentDriverFailures lets a DRA driver fail a pod by marking a
@@ -18,7 +27,12 @@ var featureSpecs = map[featuregate.Feature]featuregate.VersionedSpecs{
 	},
 }
 
+// upstreamGatesFirst records that upstream's gates were registered when ours
+// was: the import above guarantees it; a test checks it.
+var upstreamGatesFirst bool
+
 func init() {
+	_, upstreamGatesFirst = utilfeature.DefaultMutableFeatureGate.GetAll()[kubefeatures.DynamicResourceAllocation]
 	if err := addFeatureGate(utilfeature.DefaultMutableFeatureGate); err != nil {
 		panic(err)
 	}

@@ -3,8 +3,7 @@ package dra
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,42 +36,39 @@ func PodRejection(ctx context.Context, err error) (reason, message string, rejec
 	return PodFailedReason, permanent.podMessage(), true
 }
 
-// podMessage renders every permanent failure, within maxPodMessageLen bytes.
+// rejectedPrefix is what kubelet.rejectPod puts before the message.
+const rejectedPrefix = "Pod was rejected: "
+
+// podMessage names every permanent failure; with rejectedPrefix it fits in
+// maxPodMessageLen bytes.
 func (e *PermanentPodError) podMessage() string {
 	const prefix = "DRA driver failed permanently, will not retry: "
-	var b strings.Builder
-	b.WriteString(prefix)
-	for i, p := range e.Permanent {
-		part := p.Error()
-		if i > 0 {
-			part = "; " + part
-		}
-		more := fmt.Sprintf("; and %d more", len(e.Permanent)-i)
-		if i < len(e.Permanent)-1 && b.Len()+len(part)+len(more) > maxPodMessageLen {
-			b.WriteString(more)
-			break
-		}
-		b.WriteString(part)
-	}
-	return truncate(b.String(), maxPodMessageLen)
+	return prefix + renderClaims(e.Permanent, maxPodMessageLen-len(rejectedPrefix)-len(prefix))
 }
 
-// DowngradeIfStarted keeps a pod that already ran containers alive: a kubelet
-// restart or a lost sandbox re-prepares every claim, and a permanent answer
-// then must not kill a workload that was running. For such a pod a permanent
-// err is returned as a transient error with the same text; any other err is
-// returned unchanged. runtimeHasContainers tells whether the container
-// runtime knows containers of the pod; the pod's API status is checked too.
+// DowngradeIfStarted keeps a pod that already ran containers alive: when its
+// sandbox is lost the kubelet creates a new one and prepares every claim
+// again, and a permanent answer then must not kill a workload that was
+// running. For such a pod a permanent err is returned as a *DowngradedError,
+// which is transient and says so; any other err is returned unchanged.
+// runtimeHasContainers tells whether the container runtime knows containers
+// of the pod; the pod's API status is checked too. The downgrade is counted
+// every time, logged once per pod (a pod is retried at every resync).
 func DowngradeIfStarted(ctx context.Context, pod *v1.Pod, runtimeHasContainers bool, err error) error {
 	var permanent *PermanentPodError
 	if !errors.As(err, &permanent) || !(runtimeHasContainers || podStartedContainers(pod)) {
 		return err
 	}
-	klog.FromContext(ctx).Info("Not failing pod for a permanent DRA driver failure: the pod already ran containers; retrying", "pod", klog.KObj(pod), "err", err)
+	downgraded := &DowngradedError{permanent: permanent}
+	logger := klog.FromContext(ctx)
+	if !loggedPods.firstTime(string(pod.UID) + "/" + DowngradePodStarted) {
+		logger = logger.V(4)
+	}
+	logger.Info("Not failing pod for a permanent DRA driver failure: the pod already ran containers; retrying", "pod", klog.KObj(pod), "err", downgraded)
 	for _, p := range permanent.Permanent {
 		permanentDowngrades.WithLabelValues(p.Driver, DowngradePodStarted).Inc()
 	}
-	return errors.New(err.Error())
+	return downgraded
 }
 
 func podStartedContainers(pod *v1.Pod) bool {
@@ -95,13 +91,24 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 
 // UpdatePodStatus completes the status that the kubelet generates for a pod
 // whose previous status old is the Failed status that kubelet.SyncPod set
-// for PodRejection's reason: it adds the kubelet-owned PodConditionType
-// condition (kept from old when it is there), and marks containers that
-// never started as terminated for that reason, so that `kubectl get pod`
-// shows the cause instead of ContainerStatusUnknown. The exit code is 137,
-// as for upstream's ContainerStatusUnknown; FinishedAt is when the pod
-// failed (the condition's transition time, so that regenerating the status
-// does not change it). Other pods are left alone.
+// for PodRejection's reason: it keeps the pod Failed with that reason and
+// message, adds the kubelet-owned PodConditionType condition (kept from old
+// when it is there), and marks containers that never started as terminated
+// for that reason, so that `kubectl get pod` shows the cause instead of
+// ContainerStatusUnknown. Other pods are left alone.
+//
+// Never-started containers get exit code 0 (NeverStartedExitCode), not the
+// 137 of upstream's ContainerStatusUnknown: a Job's podFailurePolicy
+// onExitCodes rules skip containers with exit code 0, with operator In and
+// NotIn alike, so that no exit-code rule (such as "In [137] -> Ignore" for
+// killed containers) can misread a DRA failure; the PodConditionType
+// condition is what a rule matches. The pod stays Failed: the phase is
+// pinned here, as the kubelet would otherwise compute Succeeded from
+// containers that all "exited" 0. FinishedAt is when the pod failed (the
+// condition's transition time, so that regenerating the status does not
+// change it).
+//
+// HoldBackTerminalStatus removes both again until the pod is terminal.
 func UpdatePodStatus(status, old *v1.PodStatus) {
 	if !Enabled() {
 		return
@@ -111,18 +118,58 @@ func UpdatePodStatus(status, old *v1.PodStatus) {
 		return
 	}
 	status.Conditions = append(status.Conditions, *condition)
-	if status.Phase != v1.PodFailed {
-		return
+	status.Phase = v1.PodFailed
+	if old.Reason == PodFailedReason {
+		status.Reason, status.Message = old.Reason, old.Message
 	}
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
 			if c := &statuses[i]; neverStarted(c) {
 				c.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-					ExitCode:   137,
+					ExitCode:   NeverStartedExitCode,
 					Reason:     PodFailedReason,
-					Message:    "The container never started: a DRA driver failed permanently to prepare the pod's resources",
+					Message:    neverStartedMessage,
 					FinishedAt: condition.LastTransitionTime,
 				}}
+			}
+		}
+	}
+}
+
+const (
+	// NeverStartedExitCode is the exit code of a container that never
+	// started in a pod failed for a permanent DRA driver failure (see
+	// UpdatePodStatus for why it is 0).
+	NeverStartedExitCode = 0
+	neverStartedMessage  = "The container never started: a DRA driver failed permanently to prepare the pod's resources"
+)
+
+// HoldBackTerminalStatus is called by the kubelet's status manager while it
+// holds back a pod's move to a terminal phase because the pod could still
+// have running containers or prepared claims (apiStatus is the status in the
+// API). It takes out what UpdatePodStatus added, the PodConditionType
+// condition and the never-started containers reported terminated, so that
+// they reach the API together with phase Failed and never before it, as
+// upstream does for the DisruptionTarget condition.
+func HoldBackTerminalStatus(status, apiStatus *v1.PodStatus) {
+	status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == PodConditionType })
+	// Copies: the caller's status shares its slices with the status cache.
+	status.InitContainerStatuses = slices.Clone(status.InitContainerStatuses)
+	status.ContainerStatuses = slices.Clone(status.ContainerStatuses)
+	for _, pair := range []struct{ statuses, api []v1.ContainerStatus }{
+		{status.InitContainerStatuses, apiStatus.InitContainerStatuses},
+		{status.ContainerStatuses, apiStatus.ContainerStatuses},
+	} {
+		for i := range pair.statuses {
+			c := &pair.statuses[i]
+			if t := c.State.Terminated; t == nil || t.Reason != PodFailedReason || t.Message != neverStartedMessage {
+				continue
+			}
+			c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+			for _, api := range pair.api {
+				if api.Name == c.Name && (api.State.Terminated == nil || api.State.Terminated.Reason != PodFailedReason) {
+					c.State = *api.State.DeepCopy()
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +11,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 )
 
 func permanentPodError(drivers ...string) *PermanentPodError {
@@ -67,7 +72,7 @@ func TestPodMessageBounded(t *testing.T) {
 	if !utf8.ValidString(msg) || strings.ContainsAny(msg, "\x1b\n") {
 		t.Errorf("pod message has control characters or invalid UTF-8: %q", msg)
 	}
-	if !strings.Contains(msg, "claim-00") || !strings.HasSuffix(msg, "more") {
+	if !strings.Contains(msg, "claim-00") || !strings.HasSuffix(msg, " more claims") {
 		t.Errorf("pod message should name the first claim and count the rest: %q", msg)
 	}
 }
@@ -86,7 +91,7 @@ func TestSanitize(t *testing.T) {
 		"truncate":         {in: strings.Repeat("x", 50), maxLen: 20, want: "xxxxxx" + truncatedMark},
 		"truncate in rune": {in: strings.Repeat("é", 20), maxLen: 19, want: "éé" + truncatedMark},
 		"keeps unicode":    {in: "über 日本", maxLen: 100, want: "über 日本"},
-		"limit below mark": {in: strings.Repeat("x", 50), maxLen: 3, want: truncatedMark},
+		"limit below mark": {in: strings.Repeat("x", 50), maxLen: 3, want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -103,29 +108,67 @@ func TestDowngradeIfStarted(t *testing.T) {
 	restarted := v1.ContainerStatus{RestartCount: 1}
 	waiting := v1.ContainerStatus{State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 	cases := map[string]struct {
-		err           error
-		runtimeKnows  bool
-		status        v1.PodStatus
-		wantPermanent bool
+		err            error
+		runtimeKnows   bool
+		status         v1.PodStatus
+		wantPermanent  bool
+		wantDowngraded bool
 	}{
 		"new pod":                   {err: permanentErr, status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{waiting}}, wantPermanent: true},
-		"runtime has containers":    {err: permanentErr, runtimeKnows: true},
-		"API says running":          {err: permanentErr, status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{running}}},
-		"init container restarted":  {err: permanentErr, status: v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{restarted}}},
+		"runtime has containers":    {err: permanentErr, runtimeKnows: true, wantDowngraded: true},
+		"API says running":          {err: permanentErr, status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{running}}, wantDowngraded: true},
+		"init container restarted":  {err: permanentErr, status: v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{restarted}}, wantDowngraded: true},
 		"transient stays transient": {err: errors.New("busy"), runtimeKnows: true},
 		"transient on new pod":      {err: errors.New("busy")},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := DowngradeIfStarted(t.Context(), &v1.Pod{Status: tc.status}, tc.runtimeKnows, tc.err)
+			ctx, logs := quietContext(t)
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("pod-" + strings.ReplaceAll(name, " ", "-"))}, Status: tc.status}
+			counter := permanentDowngrades.WithLabelValues("downgrade-driver", DowngradePodStarted)
+			before, _ := testutil.GetCounterMetricValue(counter)
+
+			got := DowngradeIfStarted(ctx, pod, tc.runtimeKnows, tc.err)
 			if IsPermanent(got) != tc.wantPermanent {
 				t.Errorf("IsPermanent(result) = %v, want %v", IsPermanent(got), tc.wantPermanent)
 			}
-			if got.Error() != tc.err.Error() {
-				t.Errorf("text changed: %q -> %q", tc.err, got)
+			var downgraded *DowngradedError
+			if errors.As(got, &downgraded) != tc.wantDowngraded {
+				t.Fatalf("result %v is a *DowngradedError: %v, want %v", got, !tc.wantDowngraded, tc.wantDowngraded)
+			}
+			if !tc.wantDowngraded {
+				if got != tc.err {
+					t.Errorf("error changed: %v -> %v", tc.err, got)
+				}
+				return
+			}
+			// The text goes into an Event and the log: it names the claim
+			// and driver, and does not promise what does not happen.
+			for _, want := range []string{"ns/claim-0", "downgrade-driver", "invalid opaque config", "will retry"} {
+				if !strings.Contains(got.Error(), want) {
+					t.Errorf("downgraded text %q does not contain %q", got, want)
+				}
+			}
+			if strings.Contains(got.Error(), "will not retry") {
+				t.Errorf("downgraded text says %q: %q", "will not retry", got)
+			}
+			// Logged once per pod at the default verbosity, counted every time.
+			DowngradeIfStarted(ctx, pod, tc.runtimeKnows, tc.err)
+			if n := strings.Count(logs.String(), "Not failing pod"); n != 1 {
+				t.Errorf("logged %d times for two downgrades of one pod, want 1:\n%s", n, logs.String())
+			}
+			if after, _ := testutil.GetCounterMetricValue(counter); after-before != 2 {
+				t.Errorf("downgrade counter grew by %v, want 2", after-before)
 			}
 		})
 	}
+}
+
+// quietContext returns a context whose logger writes only verbosity 0 into
+// the returned buffer.
+func quietContext(t *testing.T) (context.Context, interface{ String() string }) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
+	return klog.NewContext(t.Context(), logger), logger.GetSink().(ktesting.Underlier).GetBuffer()
 }
 
 func TestUpdatePodStatus(t *testing.T) {
@@ -152,10 +195,10 @@ func TestUpdatePodStatus(t *testing.T) {
 			old: v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{ready, existing}}, phase: v1.PodFailed,
 			wantCondition: &existing, wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
 		},
-		"not yet terminal: condition only": {
-			old: rejected, phase: v1.PodPending,
+		"phase computed from the runtime is pinned to Failed": {
+			old: rejected, phase: v1.PodSucceeded,
 			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
-			wantContainers: []string{"", "ContainerStatusUnknown", "Error"},
+			wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
 		},
 		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
 		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
@@ -170,6 +213,12 @@ func TestUpdatePodStatus(t *testing.T) {
 				ContainerStatuses: []v1.ContainerStatus{*waiting.DeepCopy(), *unknown.DeepCopy(), *ran.DeepCopy()},
 			}
 			UpdatePodStatus(&status, &tc.old)
+			if tc.wantCondition != nil && (status.Phase != v1.PodFailed || status.Reason != tc.old.Reason || status.Message != tc.old.Message) {
+				t.Errorf("phase %q reason %q message %q, want the rejected pod's Failed %q %q", status.Phase, status.Reason, status.Message, tc.old.Reason, tc.old.Message)
+			}
+			if tc.wantCondition == nil && status.Phase != tc.phase {
+				t.Errorf("phase changed to %q for a pod the DRA rejection did not touch", status.Phase)
+			}
 			got := status.Conditions
 			if got[0] != ready {
 				t.Errorf("existing condition changed: %+v", got[0])
@@ -195,6 +244,9 @@ func TestUpdatePodStatus(t *testing.T) {
 					got = terminated.Reason
 					if got != want {
 						t.Errorf("container %s: terminated reason %q, want %q", status.ContainerStatuses[i].Name, got, want)
+					}
+					if got == PodFailedReason && terminated.ExitCode != NeverStartedExitCode {
+						t.Errorf("container %s: exit code %d, want %d", status.ContainerStatuses[i].Name, terminated.ExitCode, NeverStartedExitCode)
 					}
 					// When the pod failed: the condition's transition time, stable across status updates.
 					if got == PodFailedReason && (terminated.FinishedAt.IsZero() || !terminated.FinishedAt.Equal(&status.Conditions[1].LastTransitionTime)) {
@@ -235,4 +287,79 @@ func TestAddFeatureGate(t *testing.T) {
 	if spec := gate.GetAll()[DRAHandlePermanentDriverFailures]; spec.PreRelease != featuregate.Alpha {
 		t.Errorf("PreRelease = %q, want Alpha", spec.PreRelease)
 	}
+}
+
+// While the status manager holds a DRA-failed pod's phase back (containers
+// or prepared claims may remain), the condition and the never-started
+// containers' terminated states are held back too, restored from the API.
+func TestHoldBackTerminalStatus(t *testing.T) {
+	enableFeature(t, true)
+	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
+	creating := v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	ran := v1.ContainerStatus{Name: "ran", ContainerID: "containerd://1", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}
+	status := v1.PodStatus{
+		Phase:             v1.PodPending,
+		Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: creating}, {Name: "sidecar", State: creating}, ran},
+	}
+	UpdatePodStatus(&status, &rejected)
+	api := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app", Image: "api-image", State: creating}}}
+	cached := status // shares the slices, like the status manager's cache
+
+	HoldBackTerminalStatus(&status, &api)
+
+	if len(cached.Conditions) != 2 || cached.ContainerStatuses[0].State.Terminated == nil {
+		t.Errorf("the cached status changed: %+v", cached)
+	}
+
+	if len(status.Conditions) != 1 || status.Conditions[0].Type != v1.PodReady {
+		t.Errorf("conditions %+v, want only Ready: %s must wait for phase Failed", status.Conditions, PodConditionType)
+	}
+	for _, c := range status.ContainerStatuses[:2] {
+		if c.State.Waiting == nil || c.State.Waiting.Reason != "ContainerCreating" || c.State.Terminated != nil {
+			t.Errorf("container %s state %+v, want ContainerCreating until the pod is terminal", c.Name, c.State)
+		}
+	}
+	if got := status.ContainerStatuses[2]; got.State.Terminated == nil || got.State.Terminated.Reason != "Error" {
+		t.Errorf("a container that ran changed: %+v", got.State)
+	}
+}
+
+// Go initializes a package after the packages it imports: the blank import
+// of upstream's features makes upstream's gates register before ours, so
+// that a future upstream definition of the gate wins instead of panicking.
+func TestUpstreamGatesRegisteredFirst(t *testing.T) {
+	if !upstreamGatesFirst {
+		t.Fatal("DRAHandlePermanentDriverFailures was registered before upstream's feature gates: keep the import of k8s.io/kubernetes/pkg/features")
+	}
+}
+
+// Both orders of registration against an upstream that defines the gate
+// with another spec: after upstream, ours is a no-op and theirs wins; before
+// upstream, upstream's registration fails (what TestUpstreamGatesRegisteredFirst rules out).
+func TestAddFeatureGateOrder(t *testing.T) {
+	upstream := map[featuregate.Feature]featuregate.VersionedSpecs{
+		DRAHandlePermanentDriverFailures: {{Version: version.MustParse("1.38"), Default: true, PreRelease: featuregate.Beta}},
+	}
+	t.Run("upstream first", func(t *testing.T) {
+		gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.38"))
+		if err := gate.AddVersioned(upstream); err != nil {
+			t.Fatal(err)
+		}
+		if err := addFeatureGate(gate); err != nil {
+			t.Fatalf("addFeatureGate after upstream: %v", err)
+		}
+		if spec := gate.GetAll()[DRAHandlePermanentDriverFailures]; spec.PreRelease != featuregate.Beta || !gate.Enabled(DRAHandlePermanentDriverFailures) {
+			t.Errorf("spec %+v, want upstream's (Beta, on)", spec)
+		}
+	})
+	t.Run("ours first", func(t *testing.T) {
+		gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.38"))
+		if err := addFeatureGate(gate); err != nil {
+			t.Fatal(err)
+		}
+		if err := gate.AddVersioned(upstream); err == nil {
+			t.Error("upstream's registration after ours succeeded; the ordering guard is no longer needed, drop it")
+		}
+	})
 }

@@ -44,10 +44,15 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	result := Classify(driver, sent, resp, callErr)
 	logger := klog.FromContext(ctx)
 	for _, claim := range result.Claims {
-		if claim.Downgraded != "" {
-			permanentDowngrades.WithLabelValues(driver, claim.Downgraded).Inc()
-			logger.Info("Warning: DRA driver response not taken as a permanent failure", "driverName", driver, "claim", claim.Claim, "reason", claim.Downgraded, "pod", klog.KObj(f.pod))
+		if claim.Downgraded == "" {
+			continue
 		}
+		permanentDowngrades.WithLabelValues(driver, claim.Downgraded).Inc()
+		claimLogger := logger
+		if !loggedPods.firstTime(string(f.pod.UID) + "/" + string(claim.Claim.UID) + "/" + claim.Downgraded) {
+			claimLogger = logger.V(4)
+		}
+		claimLogger.Info("Warning: DRA driver response not taken as a permanent failure", "driverName", driver, "claim", claim.Claim, "reason", claim.Downgraded, "pod", klog.KObj(f.pod))
 	}
 	if !result.Failed() {
 		return false
@@ -95,7 +100,8 @@ func (f *PrepareFailures) Err() error {
 	return transientErrors(transient)
 }
 
-// transientErrors joins errors on one line: the text goes into an Event.
+// transientErrors joins errors on one line, bounded: the text goes into an
+// Event and the log.
 type transientErrors []error
 
 func (e transientErrors) Error() string {
@@ -103,7 +109,7 @@ func (e transientErrors) Error() string {
 	for _, err := range e {
 		parts = append(parts, err.Error())
 	}
-	return strings.Join(parts, "; ")
+	return truncate(strings.Join(parts, "; "), maxErrorLen)
 }
 
 func (e transientErrors) Unwrap() []error { return e }

@@ -23,7 +23,7 @@ type driverCall struct {
 }
 
 func TestPrepareFailures(t *testing.T) {
-	permanent, transient := v1alpha.ErrorType_Permanent, v1alpha.ErrorType_Unknown
+	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_Permanent, v1alpha.NodePrepareResourceResponseErrorType_Unknown
 	cases := map[string]struct {
 		disabled      bool
 		calls         []driverCall
@@ -51,8 +51,8 @@ func TestPrepareFailures(t *testing.T) {
 			wantRecorded:  []bool{true, true},
 			wantPermanent: true,
 			wantErr: "permanent failure, will not retry: " +
-				"ResourceClaim ns/claim-b (UID b): driver d2 failed permanently (devices pool/dev-b): broken device; " +
-				"ResourceClaim ns/claim-c (UID c): driver d1 failed permanently (devices pool/dev-c): bad config " +
+				"ResourceClaim ns/claim-b (UID b): driver d2 failed permanently: broken device (devices pool/dev-b); " +
+				"ResourceClaim ns/claim-c (UID c): driver d1 failed permanently: bad config (devices pool/dev-c) " +
 				"(also failed transiently: NodePrepareResources failed for ResourceClaim ns/claim-a (driver d2): busy)",
 		},
 		"permanent plus a gRPC error of another driver": {
@@ -62,7 +62,7 @@ func TestPrepareFailures(t *testing.T) {
 			},
 			wantRecorded:  []bool{true, true},
 			wantPermanent: true,
-			wantErr: "permanent failure, will not retry: ResourceClaim ns/claim-b (UID b): driver d2 failed permanently (devices pool/dev-b): bad " +
+			wantErr: "permanent failure, will not retry: ResourceClaim ns/claim-b (UID b): driver d2 failed permanently: bad (devices pool/dev-b) " +
 				"(also failed transiently: driver d1: NodePrepareResources: unavailable)",
 		},
 		"only transient failures: one line naming all": {
@@ -78,7 +78,7 @@ func TestPrepareFailures(t *testing.T) {
 			calls: []driverCall{{driver: "d1", sent: []string{"a"}, resp: map[string]*drapbv1.NodePrepareResourceResponse{
 				"a": claimResp("bad", permanent), "x": {}}}},
 			wantRecorded: []bool{true},
-			wantErr:      "driver d1: NodePrepareResources returned result for unknown claim UID x",
+			wantErr:      `driver d1: NodePrepareResources returned results for 1 unknown claim UID, first "x"`,
 		},
 	}
 	for name, tc := range cases {
@@ -153,7 +153,7 @@ func TestDowngradeMetric(t *testing.T) {
 	}
 	failures := NewPrepareFailures(&v1.Pod{}, nil)
 	failures.Record(t.Context(), "metric-driver", sentClaims("a"), &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
-		"a": claimResp("bad", v1alpha.ErrorType_Permanent), "x": {},
+		"a": claimResp("bad", v1alpha.NodePrepareResourceResponseErrorType_Permanent), "x": {},
 	}}, nil)
 	after, _ := testutil.GetCounterMetricValue(counter)
 	if after-before != 1 {

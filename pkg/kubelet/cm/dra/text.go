@@ -10,9 +10,23 @@ const (
 	// maxDriverMessageLen bounds the bytes of one driver message that reach
 	// errors, events and pod status: a driver must not bloat pod status.
 	maxDriverMessageLen = 256
-	// maxPodMessageLen bounds the whole pod status message (events are
+	// maxPodMessageLen bounds the whole pod status message, including the
+	// "Pod was rejected: " that the kubelet puts before it (events are
 	// limited to 1024 bytes too).
 	maxPodMessageLen = 1024
+	// maxErrorLen bounds the text of the errors of this package: the kubelet
+	// logs them and puts them into Events after a prefix of its own
+	// ("Failed to prepare dynamic resources: prepare dynamic resources: ").
+	maxErrorLen = 900
+	// maxNameLen bounds a driver name or claim UID taken from a driver's
+	// answer; names from the API are bounded by its validation.
+	maxNameLen = 128
+	// maxDevicesNamed is how many devices of a claim a text names; the rest
+	// are counted.
+	maxDevicesNamed = 3
+	// maxDeviceNameLen bounds one "pool/device" (a pool name alone may have
+	// 253 bytes).
+	maxDeviceNameLen = 96
 	truncatedMark    = "...(truncated)"
 )
 
@@ -45,9 +59,20 @@ func truncate(s string, maxLen int) string {
 	if len(s) <= maxLen {
 		return s
 	}
+	if maxLen < len(truncatedMark) {
+		return "" // no room to say that something was cut: leave it all out
+	}
 	cut := max(maxLen-len(truncatedMark), 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + truncatedMark
 }
+
+// boundedError shows an error from a driver (a gRPC status carries the
+// driver's text) sanitized and bounded; errors.Is and errors.As still see
+// the original.
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string { return sanitize(e.err.Error(), maxDriverMessageLen) }
+func (e boundedError) Unwrap() error { return e.err }
