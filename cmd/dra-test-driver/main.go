@@ -4,18 +4,32 @@
 //
 //	dra-test-driver --node-name=node-1 --kubeconfig=kubeconfig \
 //	    --kubelet-root-dir=<kubelet --root-dir> --cdi-dir=<containerd's CDI dir> \
-//	    --devices=4 --broken-devices=dev-1 --taint-broken \
+//	    --devices=4 --broken-devices=dev-1 --taint-broken --grpc-api=both \
 //	    --stats-address=127.0.0.1:8081
 //
 // It registers with the kubelet through <root-dir>/plugins_registry,
-// publishes a ResourceSlice with the devices dev-0 ... dev-<N-1> for the node
-// and prepares claims by writing CDI specs. Failures are injected per claim
-// through an opaque PrepareBehavior config and per device through the broken
-// set, which the HTTP endpoint at --stats-address can change at runtime
-// (GET /stats, GET /healthz, POST|DELETE /broken?device=dev-1, POST /reset).
+// publishes ResourceSlices with the devices dev-0 ... dev-<N-1> for the node
+// (at most 64 devices per slice) and prepares claims by writing CDI specs.
+// --grpc-api chooses the DRA gRPC services it serves: v1, v1beta1 or both;
+// only v1 can carry the permanent mark to the kubelet.
 //
-// It stops on SIGINT or SIGTERM, removing its sockets; the ResourceSlice
-// stays.
+// Failures are injected per claim through an opaque PrepareBehavior config,
+// per namespace through a runtime override and per device through the broken
+// set. The HTTP endpoint at --stats-address serves:
+//
+//	GET    /healthz                 200 once the ResourceSlices are published
+//	GET    /stats                   counters per claim, broken set, overrides (JSON)
+//	POST   /broken?device=dev-1     break a device; DELETE repairs it
+//	POST   /reset                   clear the counters
+//	PUT    /behavior?namespace=NS   JSON BehaviorSpec body, e.g. {"prepare":"Permanent",
+//	                                "message":"boom","wire":{"errorType":7}}: overrides the
+//	                                opaque configs of the claims in NS; 400 if invalid
+//	DELETE /behavior?namespace=NS   remove the override
+//	POST   /republish               publish the ResourceSlices again now, e.g. after a
+//	                                starting kubelet deleted them
+//
+// It stops on SIGINT or SIGTERM, removing its sockets; the ResourceSlices
+// stay.
 package main
 
 import (
@@ -35,26 +49,29 @@ import (
 	"github.com/dra-failfast/dra-failfast/test/dradriver"
 )
 
+// config is what the flags say.
+type config struct {
+	driverName    string
+	nodeName      string
+	kubeconfig    string
+	rootDir       string
+	cdiDir        string
+	devices       int
+	brokenDevices []string
+	taintBroken   bool
+	statsAddress  string
+	taintWait     time.Duration
+	grpcAPI       dradriver.GRPCAPI
+}
+
 func main() {
 	klog.InitFlags(nil)
-	var (
-		driverName   = flag.String("driver-name", dradriver.DefaultDriverName, "name of the DRA driver")
-		nodeName     = flag.String("node-name", "", "name of the node the driver runs on (default: the host name)")
-		kubeconfig   = flag.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-		rootDir      = flag.String("kubelet-root-dir", dradriver.DefaultKubeletRootDir, "the kubelet's --root-dir; registration sockets go to <dir>/plugins_registry, the DRA socket to <dir>/plugins/<driver-name>")
-		cdiDir       = flag.String("cdi-dir", "/var/run/cdi", "directory for CDI spec files, one that the container runtime reads")
-		devices      = flag.Int("devices", dradriver.DefaultNumDevices, fmt.Sprintf("number of devices dev-0 ... dev-<N-1> (1 to %d)", dradriver.MaxDevices))
-		broken       = flag.String("broken-devices", "", "comma-separated devices whose claims fail permanently (e.g. dev-1,dev-2)")
-		taintBroken  = flag.Bool("taint-broken", false, "when a claim fails on a broken device, publish the NoSchedule taint "+dradriver.BrokenTaintKey+" on the device first")
-		statsAddress = flag.String("stats-address", "", "host:port of the HTTP stats/control endpoint, e.g. 127.0.0.1:8081 (empty: none)")
-		taintWait    = flag.Duration("taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API")
-	)
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "dra-test-driver: unexpected arguments %q\n", flag.Args())
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dra-test-driver: %v\n", err)
 		os.Exit(2)
 	}
-	if err := run(*driverName, *nodeName, *kubeconfig, *rootDir, *cdiDir, *devices, *broken, *taintBroken, *statsAddress, *taintWait); err != nil {
+	if err := run(cfg); err != nil {
 		klog.Background().Error(err, "dra-test-driver failed")
 		klog.Flush()
 		os.Exit(1)
@@ -62,15 +79,53 @@ func main() {
 	klog.Flush()
 }
 
-func run(driverName, nodeName, kubeconfig, rootDir, cdiDir string, devices int, broken string, taintBroken bool, statsAddress string, taintWait time.Duration) error {
+// parseFlags defines the driver's flags on fs, parses args and checks them.
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	var (
+		cfg     config
+		broken  string
+		grpcAPI string
+	)
+	fs.StringVar(&cfg.driverName, "driver-name", dradriver.DefaultDriverName, "name of the DRA driver")
+	fs.StringVar(&cfg.nodeName, "node-name", "", "name of the node the driver runs on (default: the host name)")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fs.StringVar(&cfg.rootDir, "kubelet-root-dir", dradriver.DefaultKubeletRootDir, "the kubelet's --root-dir; registration sockets go to <dir>/plugins_registry, the DRA socket to <dir>/plugins/<driver-name>")
+	fs.StringVar(&cfg.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI spec files, one that the container runtime reads")
+	fs.IntVar(&cfg.devices, "devices", dradriver.DefaultNumDevices, fmt.Sprintf("number of devices dev-0 ... dev-<N-1> (1 to %d)", dradriver.MaxDevices))
+	fs.StringVar(&broken, "broken-devices", "", "comma-separated devices whose claims fail permanently (e.g. dev-1,dev-2)")
+	fs.BoolVar(&cfg.taintBroken, "taint-broken", false, "when a claim fails on a broken device, publish the NoSchedule taint "+dradriver.BrokenTaintKey+" on the device first")
+	fs.StringVar(&cfg.statsAddress, "stats-address", "", "host:port of the HTTP stats/control endpoint, e.g. 127.0.0.1:8081 (empty: none)")
+	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API")
+	fs.StringVar(&grpcAPI, "grpc-api", string(dradriver.GRPCAPIBoth), fmt.Sprintf("DRA gRPC services to serve: %s, %s or %s (only v1 carries the permanent mark)", dradriver.GRPCAPIV1, dradriver.GRPCAPIV1beta1, dradriver.GRPCAPIBoth))
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.devices < 1 || cfg.devices > dradriver.MaxDevices {
+		return config{}, fmt.Errorf("--devices must be between 1 and %d, got %d", dradriver.MaxDevices, cfg.devices)
+	}
+	api, err := dradriver.ParseGRPCAPI(grpcAPI)
+	if err != nil {
+		return config{}, fmt.Errorf("--grpc-api: %w", err)
+	}
+	cfg.grpcAPI = api
+	for _, device := range strings.Split(broken, ",") {
+		if device = strings.TrimSpace(device); device != "" {
+			cfg.brokenDevices = append(cfg.brokenDevices, device)
+		}
+	}
+	return cfg, nil
+}
+
+func run(cfg config) error {
 	logger := klog.Background()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, logger)
 
-	if devices < 1 || devices > dradriver.MaxDevices {
-		return fmt.Errorf("--devices must be between 1 and %d, got %d", dradriver.MaxDevices, devices)
-	}
+	nodeName := cfg.nodeName
 	if nodeName == "" {
 		host, err := os.Hostname()
 		if err != nil {
@@ -79,7 +134,7 @@ func run(driverName, nodeName, kubeconfig, rootDir, cdiDir string, devices int, 
 		nodeName = strings.ToLower(host)
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
+	rules.ExplicitPath = cfg.kubeconfig
 	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
@@ -89,26 +144,21 @@ func run(driverName, nodeName, kubeconfig, rootDir, cdiDir string, devices int, 
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	var brokenDevices []string
-	for _, device := range strings.Split(broken, ",") {
-		if device = strings.TrimSpace(device); device != "" {
-			brokenDevices = append(brokenDevices, device)
-		}
-	}
 
 	running, err := dradriver.Start(ctx, dradriver.Options{
 		Config: dradriver.Config{
-			DriverName:       driverName,
+			DriverName:       cfg.driverName,
 			NodeName:         nodeName,
-			NumDevices:       devices,
-			BrokenDevices:    brokenDevices,
-			TaintBroken:      taintBroken,
-			CDIDir:           cdiDir,
+			NumDevices:       cfg.devices,
+			BrokenDevices:    cfg.brokenDevices,
+			TaintBroken:      cfg.taintBroken,
+			CDIDir:           cfg.cdiDir,
 			KubeClient:       client,
-			TaintWaitTimeout: taintWait,
+			TaintWaitTimeout: cfg.taintWait,
 		},
-		KubeletRootDir: rootDir,
-		StatsAddress:   statsAddress,
+		KubeletRootDir: cfg.rootDir,
+		StatsAddress:   cfg.statsAddress,
+		GRPCAPI:        cfg.grpcAPI,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package dradriver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,14 +48,48 @@ func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/reset", nil, http.StatusNoContent, nil)
 }
 
+// SetBehavior makes the claims in namespace behave as spec says, whatever
+// their opaque configs say (PUT /behavior?namespace=...). See
+// Driver.SetBehavior.
+func (c *Client) SetBehavior(ctx context.Context, namespace string, spec BehaviorSpec) error {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("dra-test-driver PUT /behavior: %w", err)
+	}
+	return c.doBody(ctx, http.MethodPut, "/behavior", url.Values{"namespace": {namespace}}, body, http.StatusNoContent, nil)
+}
+
+// ClearBehavior removes the override of namespace (DELETE
+// /behavior?namespace=...).
+func (c *Client) ClearBehavior(ctx context.Context, namespace string) error {
+	return c.do(ctx, http.MethodDelete, "/behavior", url.Values{"namespace": {namespace}}, http.StatusNoContent, nil)
+}
+
+// Republish publishes the ResourceSlices again now (POST /republish). See
+// Driver.Republish for why a caller may have to repeat it.
+func (c *Client) Republish(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/republish", nil, http.StatusNoContent, nil)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, wantStatus int, into any) error {
+	return c.doBody(ctx, method, path, query, nil, wantStatus, into)
+}
+
+func (c *Client) doBody(ctx context.Context, method, path string, query url.Values, body []byte, wantStatus int, into any) error {
 	u := strings.TrimSuffix(c.BaseURL, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var bodyReader io.Reader
+	if body != nil {
+		bodyReader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bodyReader)
 	if err != nil {
 		return fmt.Errorf("dra-test-driver %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	httpClient := c.HTTPClient
 	if httpClient == nil {

@@ -1,6 +1,7 @@
 package dradriver
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -105,6 +106,78 @@ func TestParsePrepareBehavior(t *testing.T) {
 			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","failures":1}`,
 			wantErr: []string{`failures is only valid with prepare "Transient"`},
 		},
+		"all new fields": {
+			raw: `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","message":"m","messageRepeat":100000,"unprepareFailures":3,` +
+				`"wire":{"errorType":-5,"rawFields":"GAEYAQ==","extraClaimUID":"ghost"}}`,
+			wantPrepare:  PreparePermanent,
+			wantFailures: -1,
+		},
+		"unprepare failures with Succeed": {
+			raw:          `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","unprepareFailures":0}`,
+			wantPrepare:  PrepareSucceed,
+			wantFailures: -1,
+		},
+		"grpc code": {
+			raw:          `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Transient","failures":1,"wire":{"grpcCode":"ResourceExhausted"}}`,
+			wantPrepare:  PrepareTransient,
+			wantFailures: 1,
+		},
+		"negative unprepare failures": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","unprepareFailures":-2}`,
+			wantErr: []string{"unprepareFailures must not be negative, got -2"},
+		},
+		"negative message repeat": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","messageRepeat":-1}`,
+			wantErr: []string{"messageRepeat must be between 0 and 100000, got -1"},
+		},
+		"message repeated too often": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","messageRepeat":100001}`,
+			wantErr: []string{"messageRepeat must be between 0 and 100000, got 100001"},
+		},
+		"repeated message too long": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","message":"` + strings.Repeat("x", 200) + `","messageRepeat":100000}`,
+			wantErr: []string{"message repeated messageRepeat times is 20000000 bytes, more than 16777216"},
+		},
+		"wire with Succeed": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","wire":{"omitClaim":true}}`,
+			wantErr: []string{`wire is only valid with prepare "Permanent" or "Transient", got prepare "Succeed"`},
+		},
+		"errorType and errorTypeAbsent": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"errorType":1,"errorTypeAbsent":true}}`,
+			wantErr: []string{"errorType and errorTypeAbsent are mutually exclusive"},
+		},
+		"rawFields not base64": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"rawFields":"GA-B"}}`,
+			wantErr: []string{"rawFields is not standard base64"},
+		},
+		"omitClaim with rewrites": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"omitClaim":true,"errorTypeAbsent":true}}`,
+			wantErr: []string{"omitClaim removes the claim's result"},
+		},
+		"unknown grpc code": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"grpcCode":"UNAVAILABLE"}}`,
+			wantErr: []string{`grpcCode "UNAVAILABLE" is not one of Canceled, Unknown, InvalidArgument`},
+		},
+		"grpc code OK": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"grpcCode":"OK"}}`,
+			wantErr: []string{`grpcCode "OK" is not one of`},
+		},
+		"grpc code with other wire fields": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"grpcCode":"Internal","extraClaimUID":"x"}}`,
+			wantErr: []string{"grpcCode fails the whole call"},
+		},
+		"unknown wire field": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":{"ErrorType":1}}`,
+			wantErr: []string{`unknown field "wire.ErrorType"`},
+		},
+		"wire not an object": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","wire":"omit"}`,
+			wantErr: []string{"not a valid PrepareBehavior"},
+		},
+		"duplicate new field": {
+			raw:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","unprepareFailures":1,"unprepareFailures":2}`,
+			wantErr: []string{`duplicate field "unprepareFailures"`},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			behavior, err := ParsePrepareBehavior([]byte(tc.raw))
@@ -130,6 +203,43 @@ func TestParsePrepareBehavior(t *testing.T) {
 				t.Errorf("failures = %d, want none", *behavior.Failures)
 			case tc.wantFailures >= 0 && (behavior.Failures == nil || *behavior.Failures != tc.wantFailures):
 				t.Errorf("failures = %v, want %d", behavior.Failures, tc.wantFailures)
+			}
+		})
+	}
+}
+
+func TestParseBehaviorSpec(t *testing.T) {
+	for name, tc := range map[string]struct {
+		raw     string
+		want    BehaviorSpec
+		wantErr string
+	}{
+		"empty object means Succeed": {raw: `{}`, want: BehaviorSpec{Prepare: PrepareSucceed}},
+		"permanent with wire": {
+			raw:  `{"prepare":"Permanent","message":"m","wire":{"errorTypeAbsent":true}}`,
+			want: BehaviorSpec{Prepare: PreparePermanent, Message: "m", Wire: &WireSpec{ErrorTypeAbsent: true}},
+		},
+		"apiVersion is no field of a spec": {raw: `{"apiVersion":"dra-failfast.test/v1","prepare":"Permanent"}`, wantErr: `unknown field "apiVersion"`},
+		"invalid":                          {raw: `{"prepare":"Succeed","failures":1}`, wantErr: `failures is only valid with prepare "Transient"`},
+		"empty":                            {raw: ` `, wantErr: "behavior is empty"},
+		"not an object":                    {raw: `"Permanent"`, wantErr: "behavior is not a JSON object"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseBehaviorSpec([]byte(tc.raw))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Errorf("got %+v, want %+v", *got, tc.want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
 			}
 		})
 	}

@@ -29,10 +29,12 @@ const (
 	DefaultDriverName = "driver.dra-failfast.test"
 	// DefaultNumDevices is the number of devices unless configured otherwise.
 	DefaultNumDevices = 4
-	// MaxDevices is the most devices the driver publishes: all of them go
-	// into one ResourceSlice, which can hold 64 devices when some have
-	// taints.
-	MaxDevices = 64
+	// MaxDevices is the most devices the driver publishes.
+	MaxDevices = 256
+	// DevicesPerSlice is the most devices in one of the driver's
+	// ResourceSlices: the API allows 64 devices in a slice when some of
+	// them have taints, so more devices go into several slices of the pool.
+	DevicesPerSlice = 64
 	// BrokenTaintKey is the key of the NoSchedule taint that taint mode
 	// puts on a broken device.
 	BrokenTaintKey = "dra-failfast.test/broken"
@@ -107,7 +109,25 @@ type Driver struct {
 	// attempts counts prepare calls per claim for Transient. Unlike the
 	// stats it is not cleared by Reset.
 	attempts map[types.UID]int64
-	stats    map[types.UID]*ClaimStats
+	// unprepareFailures is the unprepareFailures of each claim as seen by
+	// its last prepare call: NodeUnprepareResources only gets the claim's
+	// namespace, name and UID. unprepareAttempts counts unprepare calls
+	// per claim. Neither is cleared by Reset.
+	unprepareFailures map[types.UID]int64
+	unprepareAttempts map[types.UID]int64
+	// overrides are the behaviors set per namespace with SetBehavior.
+	overrides map[string]*override
+	stats     map[types.UID]*ClaimStats
+}
+
+// override is the behavior of the claims of one namespace, set at runtime.
+type override struct {
+	spec     BehaviorSpec
+	behavior effectiveBehavior
+	// attempts and unprepareAttempts count the calls per claim made while
+	// this override is set: a new SetBehavior starts from zero.
+	attempts          map[types.UID]int64
+	unprepareAttempts map[types.UID]int64
 }
 
 var _ kubeletplugin.DRAPlugin = &Driver{}
@@ -115,18 +135,21 @@ var _ kubeletplugin.DRAPlugin = &Driver{}
 // New validates cfg and returns a driver. It does not start anything.
 func New(cfg Config) (*Driver, error) {
 	d := &Driver{
-		driverName:       cfg.DriverName,
-		nodeName:         cfg.NodeName,
-		numDevices:       cfg.NumDevices,
-		taintBroken:      cfg.TaintBroken,
-		cdiDir:           cfg.CDIDir,
-		kubeClient:       cfg.KubeClient,
-		taintWaitTimeout: cfg.TaintWaitTimeout,
-		onFatalError:     cfg.OnFatalError,
-		broken:           map[string]bool{},
-		tainted:          map[string]bool{},
-		attempts:         map[types.UID]int64{},
-		stats:            map[types.UID]*ClaimStats{},
+		driverName:        cfg.DriverName,
+		nodeName:          cfg.NodeName,
+		numDevices:        cfg.NumDevices,
+		taintBroken:       cfg.TaintBroken,
+		cdiDir:            cfg.CDIDir,
+		kubeClient:        cfg.KubeClient,
+		taintWaitTimeout:  cfg.TaintWaitTimeout,
+		onFatalError:      cfg.OnFatalError,
+		broken:            map[string]bool{},
+		tainted:           map[string]bool{},
+		attempts:          map[types.UID]int64{},
+		unprepareFailures: map[types.UID]int64{},
+		unprepareAttempts: map[types.UID]int64{},
+		overrides:         map[string]*override{},
+		stats:             map[types.UID]*ClaimStats{},
 	}
 	if d.driverName == "" {
 		d.driverName = DefaultDriverName
@@ -171,8 +194,8 @@ func (d *Driver) hasDevice(name string) bool {
 }
 
 // Resources returns what the driver publishes now: one pool named after the
-// node with one slice holding all devices, broken devices tainted in taint
-// mode once a prepare call found them broken.
+// node with the devices in slices of at most DevicesPerSlice devices, broken
+// devices tainted in taint mode once a prepare call found them broken.
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -199,9 +222,13 @@ func (d *Driver) resourcesLocked() resourceslice.DriverResources {
 		}
 		devices = append(devices, device)
 	}
+	var poolSlices []resourceslice.Slice
+	for chunk := range slices.Chunk(devices, DevicesPerSlice) {
+		poolSlices = append(poolSlices, resourceslice.Slice{Devices: chunk})
+	}
 	return resourceslice.DriverResources{
 		Pools: map[string]resourceslice.Pool{
-			d.nodeName: {Slices: []resourceslice.Slice{{Devices: devices}}},
+			d.nodeName: {Slices: poolSlices},
 		},
 	}
 }
@@ -237,6 +264,32 @@ func (d *Driver) publish(ctx context.Context) error {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
 	}
 	return nil
+}
+
+// ErrNotPublishing is returned by Republish before SetPublisher.
+var ErrNotPublishing = errors.New("the driver does not publish ResourceSlices yet")
+
+// Republish hands the current resources to the publisher again, now.
+//
+// With the kubeletplugin helper this is what brings back ResourceSlices that
+// someone else deleted (a starting kubelet deletes all ResourceSlices of its
+// node): the helper's ResourceSlice controller syncs a pool right away when
+// it gets resources, changed or not (Controller.Update queues every pool
+// without delay), and creates the slices that are missing from its informer
+// cache. On its own it notices a deletion through its informer but waits for
+// resourceslice.DefaultSyncDelay (30s, which kubeletplugin does not let a
+// driver change) before it syncs. A Republish that comes before the informer
+// saw the deletion finds the slices still cached and changes nothing, so the
+// caller has to repeat it until the slices are back.
+func (d *Driver) Republish(ctx context.Context) error {
+	d.mu.Lock()
+	publishing := d.publisher != nil
+	d.mu.Unlock()
+	if !publishing {
+		return ErrNotPublishing
+	}
+	klog.FromContext(ctx).V(2).Info("Republishing ResourceSlices")
+	return d.publish(ctx)
 }
 
 // SetBroken adds device to the broken set or removes it. Removing it also
@@ -275,11 +328,60 @@ func (d *Driver) Stats() Stats {
 		c.Devices = slices.Clone(claim.Devices)
 		stats.Claims[string(uid)] = c
 	}
+	if len(d.overrides) > 0 {
+		stats.Behaviors = make(map[string]BehaviorSpec, len(d.overrides))
+		for namespace, o := range d.overrides {
+			stats.Behaviors[namespace] = o.spec
+		}
+	}
 	return stats
 }
 
-// Reset clears the counters. It changes no behavior: the count of prepare
-// calls behind Transient failures, the broken set and the taints stay.
+// SetBehavior makes the claims in namespace behave as spec says from now
+// on, instead of as their opaque configs say (those are not even parsed):
+// this is how a test changes the behavior of claims that exist already, or
+// of claims of a restarted driver. spec is validated like a PrepareBehavior.
+// Transient failures and unprepareFailures count the calls of each claim
+// made while this override is set; setting it again starts from zero.
+func (d *Driver) SetBehavior(ctx context.Context, namespace string, spec BehaviorSpec) error {
+	if namespace == "" {
+		return errors.New("namespace must not be empty")
+	}
+	if problems := spec.validate(); len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidBehavior, strings.Join(problems, "; "))
+	}
+	o := &override{
+		spec:              spec,
+		behavior:          behaviorOf(&spec),
+		attempts:          map[types.UID]int64{},
+		unprepareAttempts: map[types.UID]int64{},
+	}
+	d.mu.Lock()
+	d.overrides[namespace] = o
+	d.mu.Unlock()
+	// Not the whole spec: the message may be megabytes long.
+	klog.FromContext(ctx).Info("Set behavior override", "namespace", namespace, "prepare", spec.Prepare, "failures", spec.Failures,
+		"messageBytes", len(spec.Message), "messageRepeat", spec.MessageRepeat, "unprepareFailures", spec.UnprepareFailures, "wire", spec.Wire)
+	return nil
+}
+
+// ClearBehavior removes the override of namespace; its claims behave as
+// their opaque configs say again. Removing an override that is not set is no
+// error.
+func (d *Driver) ClearBehavior(ctx context.Context, namespace string) {
+	d.mu.Lock()
+	delete(d.overrides, namespace)
+	d.mu.Unlock()
+	klog.FromContext(ctx).Info("Cleared behavior override", "namespace", namespace)
+}
+
+// ErrInvalidBehavior is returned by SetBehavior for a spec that does not
+// validate.
+var ErrInvalidBehavior = errors.New("invalid behavior")
+
+// Reset clears the counters. It changes no behavior: the counts of prepare
+// and unprepare calls behind injected failures, the behavior overrides, the
+// broken set and the taints stay.
 func (d *Driver) Reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -310,14 +412,25 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	d.mu.Lock()
 	d.attempts[claim.UID]++
 	attempt := d.attempts[claim.UID]
+	override := d.overrides[claim.Namespace]
+	if override != nil {
+		override.attempts[claim.UID]++
+		attempt = override.attempts[claim.UID]
+	}
 	stats := d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
 	stats.PrepareCalls++
 	stats.LastPrepare = &now
 	d.mu.Unlock()
 
-	devices, allocated, err := d.prepare(ctx, claim, attempt)
+	devices, allocated, behavior, injected, err := d.prepare(ctx, claim, attempt, override)
 
 	d.mu.Lock()
+	// What unprepare has to know about the claim.
+	if behavior.unprepareFailures > 0 {
+		d.unprepareFailures[claim.UID] = behavior.unprepareFailures
+	} else {
+		delete(d.unprepareFailures, claim.UID)
+	}
 	// Reset may have replaced the entry in the meantime.
 	stats = d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
 	stats.Devices = allocated
@@ -328,22 +441,41 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	d.mu.Unlock()
 
 	if err != nil {
-		logger.Info("Prepare failed", "claim", klog.KObj(claim), "claimUID", claim.UID, "attempt", attempt, "permanent", failfastplugin.IsPermanent(err), "err", err)
+		logger.Info("Prepare failed", "claim", klog.KObj(claim), "claimUID", claim.UID, "attempt", attempt, "override", override != nil,
+			"permanent", failfastplugin.IsPermanent(err), "err", abbreviateErr(err))
+		if injected && behavior.wire != nil {
+			if rec := wireRecorderFrom(ctx); rec != nil {
+				rec.add(claim.UID, wireAction{spec: behavior.wire, text: err.Error()})
+			} else {
+				logger.Info("Warning: wire behavior ignored, the driver's gRPC interceptor is not installed", "claim", klog.KObj(claim))
+			}
+		}
 		return kubeletplugin.PrepareResult{Err: err}
 	}
 	logger.V(2).Info("Prepared", "claim", klog.KObj(claim), "claimUID", claim.UID, "attempt", attempt, "devices", allocated)
 	return kubeletplugin.PrepareResult{Devices: devices}
 }
 
-// prepare returns the devices for the kubelet and the names of the devices
-// allocated to claim by this driver.
-func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, attempt int64) ([]kubeletplugin.Device, []string, error) {
+// abbreviateErr keeps oversized injected messages out of the log.
+func abbreviateErr(err error) string {
+	const maxLen = 1024
+	msg := err.Error()
+	if len(msg) > maxLen {
+		return fmt.Sprintf("%s... (%d bytes)", msg[:maxLen], len(msg))
+	}
+	return msg
+}
+
+// prepare returns the devices for the kubelet, the names of the devices
+// allocated to claim by this driver, the behavior it followed and whether
+// the error is the injected failure of that behavior (to which the wire
+// behavior applies).
+func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, attempt int64, override *override) (devices []kubeletplugin.Device, allocated []string, behavior effectiveBehavior, injected bool, err error) {
 	if claim.Status.Allocation == nil {
 		// The helper checks this already.
-		return nil, nil, fmt.Errorf("claim %s is not allocated", klog.KObj(claim))
+		return nil, nil, behavior, false, fmt.Errorf("claim %s is not allocated", klog.KObj(claim))
 	}
 	var results []resourceapi.DeviceRequestAllocationResult
-	var allocated []string
 	for _, result := range claim.Status.Allocation.Devices.Results {
 		if result.Driver == d.driverName {
 			results = append(results, result)
@@ -351,19 +483,23 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		}
 	}
 
-	behavior, err := d.claimBehavior(claim)
-	if err != nil {
-		// The claim cannot change: retrying can never help.
-		return nil, allocated, failfastplugin.Permanent(err)
+	if override != nil {
+		behavior = override.behavior
+	} else {
+		behavior, err = d.claimBehavior(claim)
+		if err != nil {
+			// The claim cannot change: retrying can never help.
+			return nil, allocated, behavior, false, failfastplugin.Permanent(err)
+		}
 	}
 	if behavior.prepare == PreparePermanent {
-		return nil, allocated, failfastplugin.Permanent(fmt.Errorf("claim %s: %s", klog.KObj(claim), messageOr(behavior.message, "injected permanent failure")))
+		return nil, allocated, behavior, true, failfastplugin.Permanent(fmt.Errorf("claim %s: %s", klog.KObj(claim), behavior.errorText("injected permanent failure")))
 	}
 
 	var broken []string
 	for _, result := range results {
 		if result.Pool != d.nodeName || !d.hasDevice(result.Device) {
-			return nil, allocated, failfastplugin.Permanent(fmt.Errorf("claim %s: request %q: device %s/%s does not exist in driver %s on node %s",
+			return nil, allocated, behavior, false, failfastplugin.Permanent(fmt.Errorf("claim %s: request %q: device %s/%s does not exist in driver %s on node %s",
 				klog.KObj(claim), result.Request, result.Pool, result.Device, d.driverName, d.nodeName))
 		}
 		d.mu.Lock()
@@ -381,7 +517,7 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		for i, device := range broken {
 			msgs[i] = fmt.Sprintf("device %s is broken", device)
 		}
-		return nil, allocated, failfastplugin.Permanent(fmt.Errorf("claim %s: %s", klog.KObj(claim), strings.Join(msgs, ", ")))
+		return nil, allocated, behavior, false, failfastplugin.Permanent(fmt.Errorf("claim %s: %s", klog.KObj(claim), strings.Join(msgs, ", ")))
 	}
 
 	if behavior.prepare == PrepareTransient && (behavior.failures == 0 || attempt <= behavior.failures) {
@@ -389,11 +525,11 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		if behavior.failures > 0 {
 			of = fmt.Sprintf("of %d", behavior.failures)
 		}
-		return nil, allocated, fmt.Errorf("claim %s: %s (failure %d %s)", klog.KObj(claim), messageOr(behavior.message, "injected transient failure"), attempt, of)
+		return nil, allocated, behavior, true, fmt.Errorf("claim %s: %s (failure %d %s)", klog.KObj(claim), behavior.errorText("injected transient failure"), attempt, of)
 	}
 
-	devices, err := d.writeCDI(claim, results)
-	return devices, allocated, err
+	devices, err = d.writeCDI(claim, results)
+	return devices, allocated, behavior, false, err
 }
 
 func messageOr(message, fallback string) string {
@@ -514,23 +650,45 @@ func (d *Driver) waitForTaints(ctx context.Context, devices []string) error {
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin. It removes
-// the CDI spec of each claim; a claim that is not prepared is no error.
+// the CDI spec of each claim; a claim that is not prepared is no error. The
+// first unprepareFailures calls of a claim fail instead, with the value of
+// its namespace's override if there is one, else the one its last prepare
+// call saw.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	logger := klog.FromContext(ctx)
 	result := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
-		err := removeCDISpec(CDISpecPath(d.cdiDir, d.driverName, claim.UID))
+		d.mu.Lock()
+		failures := d.unprepareFailures[claim.UID]
+		d.unprepareAttempts[claim.UID]++
+		attempt := d.unprepareAttempts[claim.UID]
+		if override := d.overrides[claim.Namespace]; override != nil {
+			failures = override.behavior.unprepareFailures
+			override.unprepareAttempts[claim.UID]++
+			attempt = override.unprepareAttempts[claim.UID]
+		}
+		d.mu.Unlock()
+
+		var err error
+		if attempt <= failures {
+			err = fmt.Errorf("claim %s: injected unprepare failure (failure %d of %d)", klog.KRef(claim.Namespace, claim.Name), attempt, failures)
+		} else {
+			err = removeCDISpec(CDISpecPath(d.cdiDir, d.driverName, claim.UID))
+		}
 		now := time.Now()
 		d.mu.Lock()
 		stats := d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
 		stats.UnprepareCalls++
 		stats.LastUnprepare = &now
+		stats.LastUnprepareError = ""
 		if err == nil {
 			stats.Prepared = false
+		} else {
+			stats.LastUnprepareError = err.Error()
 		}
 		d.mu.Unlock()
 		if err != nil {
-			logger.Error(err, "Unprepare failed", "claim", claim)
+			logger.Error(err, "Unprepare failed", "claim", claim, "attempt", attempt)
 		} else {
 			logger.V(2).Info("Unprepared", "claim", claim)
 		}

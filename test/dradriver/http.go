@@ -4,20 +4,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"k8s.io/klog/v2"
 )
 
+// maxBehaviorBody bounds the body of PUT /behavior; a message may be up to
+// MaxMessageBytes long.
+const maxBehaviorBody = 2 * MaxMessageBytes
+
 // Handler returns the HTTP stats/control endpoint of d:
 //
-//	GET    /healthz               200 "ok" once the driver publishes its ResourceSlice, 503 before
-//	GET    /stats                 200 Stats as JSON
-//	POST   /broken?device=dev-1   204, adds dev-1 to the broken set
-//	DELETE /broken?device=dev-1   204, removes dev-1 from the broken set (and its taint)
-//	POST   /reset                 204, clears the counters
+//	GET    /healthz                  200 "ok" once the driver publishes its ResourceSlices, 503 before
+//	GET    /stats                    200 Stats as JSON
+//	POST   /broken?device=dev-1      204, adds dev-1 to the broken set
+//	DELETE /broken?device=dev-1      204, removes dev-1 from the broken set (and its taint)
+//	POST   /reset                    204, clears the counters
+//	PUT    /behavior?namespace=NS    204, the claims in namespace NS behave as the body, a JSON
+//	                                 BehaviorSpec, says from now on, instead of as their opaque
+//	                                 configs say (see Driver.SetBehavior); 400 with the problems
+//	                                 for an invalid body
+//	DELETE /behavior?namespace=NS    204, removes the override of namespace NS
+//	POST   /republish                204, publishes the ResourceSlices again now (see
+//	                                 Driver.Republish); 503 before the driver publishes
 //
-// An unknown device is 404, a missing device parameter 400.
+// An unknown device is 404, a missing device or namespace parameter 400.
 func Handler(d *Driver) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +71,52 @@ func Handler(d *Driver) http.Handler {
 	mux.HandleFunc("DELETE /broken", setBroken(false))
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
 		d.Reset()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /behavior", func(w http.ResponseWriter, r *http.Request) {
+		namespace := r.URL.Query().Get("namespace")
+		if namespace == "" {
+			http.Error(w, "missing query parameter namespace", http.StatusBadRequest)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBehaviorBody))
+		if err != nil {
+			http.Error(w, fmt.Sprintf("read body: %v", err), http.StatusBadRequest)
+			return
+		}
+		spec, err := ParseBehaviorSpec(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := d.SetBehavior(r.Context(), namespace, *spec); err != nil {
+			status := http.StatusInternalServerError
+			if errors.Is(err, ErrInvalidBehavior) {
+				status = http.StatusBadRequest
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /behavior", func(w http.ResponseWriter, r *http.Request) {
+		namespace := r.URL.Query().Get("namespace")
+		if namespace == "" {
+			http.Error(w, "missing query parameter namespace", http.StatusBadRequest)
+			return
+		}
+		d.ClearBehavior(r.Context(), namespace)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /republish", func(w http.ResponseWriter, r *http.Request) {
+		if err := d.Republish(r.Context()); err != nil {
+			status := http.StatusInternalServerError
+			if errors.Is(err, ErrNotPublishing) {
+				status = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), status)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux

@@ -31,8 +31,50 @@ type Options struct {
 	// StatsAddress is where the HTTP endpoint listens (host:port, port 0
 	// picks a free one). Empty: no HTTP endpoint.
 	StatsAddress string
+	// GRPCAPI chooses the DRA gRPC services the driver serves. Empty means
+	// GRPCAPIBoth.
+	GRPCAPI GRPCAPI
 	// PluginOptions are added to the kubeletplugin options, for tests.
 	PluginOptions []kubeletplugin.Option
+}
+
+// GRPCAPI is a choice of DRA gRPC services.
+type GRPCAPI string
+
+const (
+	// GRPCAPIV1 serves only the v1 DRAPlugin service, the only one that can
+	// carry error_type.
+	GRPCAPIV1 GRPCAPI = "v1"
+	// GRPCAPIV1beta1 serves only the v1beta1 DRAPlugin service. The
+	// kubelet converts v1beta1 answers to v1 and drops unknown fields on
+	// the way, so such a driver can never deliver error_type.
+	GRPCAPIV1beta1 GRPCAPI = "v1beta1"
+	// GRPCAPIBoth serves both, like kubeletplugin does by default.
+	GRPCAPIBoth GRPCAPI = "both"
+)
+
+// ParseGRPCAPI checks the value of --grpc-api; "" is GRPCAPIBoth.
+func ParseGRPCAPI(value string) (GRPCAPI, error) {
+	switch api := GRPCAPI(value); api {
+	case "":
+		return GRPCAPIBoth, nil
+	case GRPCAPIV1, GRPCAPIV1beta1, GRPCAPIBoth:
+		return api, nil
+	default:
+		return "", fmt.Errorf("gRPC API %q is not one of %q, %q, %q", value, GRPCAPIV1, GRPCAPIV1beta1, GRPCAPIBoth)
+	}
+}
+
+// pluginOptions are the kubeletplugin options that choose the services.
+func (api GRPCAPI) pluginOptions() []kubeletplugin.Option {
+	switch api {
+	case GRPCAPIV1:
+		return []kubeletplugin.Option{kubeletplugin.NodeV1(true), kubeletplugin.NodeV1beta1(false)}
+	case GRPCAPIV1beta1:
+		return []kubeletplugin.Option{kubeletplugin.NodeV1(false), kubeletplugin.NodeV1beta1(true)}
+	default:
+		return []kubeletplugin.Option{kubeletplugin.NodeV1(true), kubeletplugin.NodeV1beta1(true)}
+	}
 }
 
 // RegistrarDir is where the kubelet looks for registration sockets.
@@ -43,6 +85,18 @@ func RegistrarDir(kubeletRootDir string) string {
 // PluginDataDir is where the driver puts its DRA socket.
 func PluginDataDir(kubeletRootDir, driverName string) string {
 	return filepath.Join(kubeletRootDir, "plugins", driverName)
+}
+
+// DRASocketPath is the DRA gRPC socket of a driver started by Start (the
+// kubeletplugin default name in PluginDataDir).
+func DRASocketPath(kubeletRootDir, driverName string) string {
+	return filepath.Join(PluginDataDir(kubeletRootDir, driverName), "dra.sock")
+}
+
+// RegistrationSocketPath is the registration socket of a driver started by
+// Start (the kubeletplugin default name in RegistrarDir).
+func RegistrationSocketPath(kubeletRootDir, driverName string) string {
+	return filepath.Join(RegistrarDir(kubeletRootDir), driverName+"-reg.sock")
 }
 
 // Running is a started driver.
@@ -79,6 +133,10 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	}
 	if opts.KubeletRootDir == "" {
 		opts.KubeletRootDir = DefaultKubeletRootDir
+	}
+	grpcAPI, err := ParseGRPCAPI(string(opts.GRPCAPI))
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	cfg := opts.Config
@@ -132,7 +190,11 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		kubeletplugin.RegistrarDirectoryPath(registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDataDir),
 		kubeletplugin.HealthService(false),
-	}, opts.PluginOptions...)
+		// failfastplugin.Start appends its interceptor after this one,
+		// which makes it the inner one: this one sees error_type set.
+		driver.GRPCInterceptor(),
+	}, grpcAPI.pluginOptions()...)
+	pluginOpts = append(pluginOpts, opts.PluginOptions...)
 	helper, err := failfastplugin.Start(ctx, driver, pluginOpts...)
 	if err != nil {
 		r.stop()
@@ -150,7 +212,8 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	}()
 	logger.Info("Driver started", "driver", driver.DriverName(), "node", driver.nodeName,
 		"devices", driver.numDevices, "registrarDir", registrarDir, "pluginDataDir", pluginDataDir,
-		"cdiDir", opts.CDIDir, "statsAddress", r.StatsAddress, "taintBroken", driver.taintBroken, "broken", driver.Stats().BrokenDevices)
+		"cdiDir", opts.CDIDir, "statsAddress", r.StatsAddress, "taintBroken", driver.taintBroken, "broken", driver.Stats().BrokenDevices,
+		"grpcAPI", grpcAPI)
 	return r, nil
 }
 

@@ -15,6 +15,9 @@ type Stats struct {
 	BrokenDevices []string `json:"brokenDevices"`
 	// TaintedDevices are the devices published with the broken taint, sorted.
 	TaintedDevices []string `json:"taintedDevices"`
+	// Behaviors are the behavior overrides, keyed by namespace (see
+	// Driver.SetBehavior). Reset does not clear them.
+	Behaviors map[string]BehaviorSpec `json:"behaviors,omitempty"`
 }
 
 // ClaimStats are the counters of one claim.
@@ -28,6 +31,9 @@ type ClaimStats struct {
 	// LastError is the error of the last prepare call, empty if it
 	// succeeded.
 	LastError string `json:"lastError,omitempty"`
+	// LastUnprepareError is the error of the last unprepare call, empty if
+	// it succeeded.
+	LastUnprepareError string `json:"lastUnprepareError,omitempty"`
 	// Permanent tells whether LastError was marked permanent.
 	Permanent bool `json:"permanent"`
 	// Prepared tells whether the claim is prepared: the last prepare call

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,46 +50,93 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
 	return err
 }
 
-// Behavior is the test driver's PrepareBehavior opaque config. Raw, when
-// set, is sent instead (to send invalid config).
+// DeviceClassFor is the name of the DeviceClass that EnsureDeviceClassFor
+// creates for driverName: DeviceClassName for the default driver, else the
+// driver name.
+func DeviceClassFor(driverName string) string {
+	if driverName == "" || driverName == dradriver.DefaultDriverName {
+		return DeviceClassName
+	}
+	return driverName
+}
+
+// EnsureDeviceClassFor creates a DeviceClass that selects only the devices
+// of driverName and returns its name (DeviceClassFor). For the default
+// driver that is the class of EnsureDeviceClass.
+func EnsureDeviceClassFor(ctx context.Context, client kubernetes.Interface, driverName string) (string, error) {
+	name := DeviceClassFor(driverName)
+	if name == DeviceClassName {
+		return name, EnsureDeviceClass(ctx, client)
+	}
+	class := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
+			CEL: &resourceapi.CELDeviceSelector{Expression: "device.driver == " + strconv.Quote(driverName)},
+		}}},
+	}
+	_, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create DeviceClass %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// Behavior is the test driver's PrepareBehavior opaque config: the fields
+// of dradriver.BehaviorSpec, for example
+//
+//	&framework.Behavior{BehaviorSpec: dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "boom"}}
+//
+// Raw, when set, is sent instead (to send invalid config).
 type Behavior struct {
-	Prepare  string `json:"prepare,omitempty"`
-	Failures int    `json:"failures,omitempty"`
-	Message  string `json:"message,omitempty"`
-	Raw      string `json:"-"`
+	dradriver.BehaviorSpec
+	Raw string `json:"-"`
 }
 
 // ClaimTemplate returns a ResourceClaimTemplate for one device of the test
 // driver, with behavior as opaque config (nil: none).
 func ClaimTemplate(namespace, name string, behavior *Behavior) (*resourceapi.ResourceClaimTemplate, error) {
+	return ClaimTemplateFor(namespace, name, DeviceClassName, dradriver.DefaultDriverName, behavior)
+}
+
+// ClaimTemplateFor returns a ResourceClaimTemplate for one device of
+// deviceClass, with behavior as opaque config for driverName (nil: none).
+func ClaimTemplateFor(namespace, name, deviceClass, driverName string, behavior *Behavior) (*resourceapi.ResourceClaimTemplate, error) {
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-			Requests: []resourceapi.DeviceRequest{{Name: RequestName, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: DeviceClassName}}},
+			Requests: []resourceapi.DeviceRequest{{Name: RequestName, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: deviceClass}}},
 		}}},
 	}
 	if behavior == nil {
 		return tmpl, nil
 	}
-	raw := []byte(behavior.Raw)
-	if behavior.Raw == "" {
-		params := struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Behavior
-		}{"dra-failfast.test/v1", "PrepareBehavior", *behavior}
-		var err error
-		if raw, err = json.Marshal(params); err != nil {
-			return nil, err
-		}
+	raw, err := behavior.parameters()
+	if err != nil {
+		return nil, err
 	}
 	tmpl.Spec.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
 		Requests: []string{RequestName},
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-			Driver: dradriver.DefaultDriverName, Parameters: runtime.RawExtension{Raw: raw},
+			Driver: driverName, Parameters: runtime.RawExtension{Raw: raw},
 		}},
 	}}
 	return tmpl, nil
+}
+
+// parameters are the opaque parameters for b.
+func (b *Behavior) parameters() ([]byte, error) {
+	if b.Raw != "" {
+		return []byte(b.Raw), nil
+	}
+	raw, err := json.Marshal(dradriver.PrepareBehavior{
+		APIVersion:   dradriver.ConfigAPIVersion,
+		Kind:         dradriver.ConfigKind,
+		BehaviorSpec: b.BehaviorSpec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode PrepareBehavior: %w", err)
+	}
+	return raw, nil
 }
 
 // PodSpec returns a spec with one workload container using a claim made from template.

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dra-failfast/dra-failfast/test/dradriver"
+)
+
+func TestParseFlags(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args    []string
+		check   func(config) bool
+		wantErr string
+	}{
+		"defaults": {
+			check: func(cfg config) bool {
+				return cfg.grpcAPI == dradriver.GRPCAPIBoth && cfg.devices == dradriver.DefaultNumDevices && cfg.driverName == dradriver.DefaultDriverName
+			},
+		},
+		"v1 only":      {args: []string{"--grpc-api=v1"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIV1 }},
+		"v1beta1 only": {args: []string{"--grpc-api=v1beta1"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIV1beta1 }},
+		"both":         {args: []string{"--grpc-api=both"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIBoth }},
+		"256 devices, broken ones": {
+			args: []string{"--devices=256", "--broken-devices= dev-1,,dev-255 "},
+			check: func(cfg config) bool {
+				return cfg.devices == 256 && reflect.DeepEqual(cfg.brokenDevices, []string{"dev-1", "dev-255"})
+			},
+		},
+		"unknown gRPC API": {args: []string{"--grpc-api=v2"}, wantErr: `--grpc-api: gRPC API "v2" is not one of "v1", "v1beta1", "both"`},
+		"too many devices": {args: []string{"--devices=257"}, wantErr: "--devices must be between 1 and 256, got 257"},
+		"no devices":       {args: []string{"--devices=0"}, wantErr: "--devices must be between 1 and 256, got 0"},
+		"arguments":        {args: []string{"extra"}, wantErr: `unexpected arguments ["extra"]`},
+		"unknown flag":     {args: []string{"--nope"}, wantErr: "flag provided but not defined: -nope"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("dra-test-driver", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			cfg, err := parseFlags(fs, tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(cfg) {
+				t.Errorf("config = %+v", cfg)
+			}
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dra-failfast/dra-failfast/test/localcluster"
+)
+
+// ErrMetricNotFound: no sample of the metric with the labels asked for. A
+// counter that was never incremented has no sample yet.
+var ErrMetricNotFound = errors.New("metric not found")
+
+// KubeletMetric returns the value of the kubelet's metric name: the sum of
+// all its samples whose labels include labels (nil: all samples). It reads
+// /metrics of the kubelet through the API server's node proxy, which works
+// with the cluster's admin credentials (the kubelet itself wants
+// authenticated HTTPS). For a histogram, ask for name_count, name_sum or
+// name_bucket with an "le" label.
+func KubeletMetric(ctx context.Context, c *localcluster.Cluster, name string, labels map[string]string) (float64, error) {
+	data, err := c.Client().CoreV1().RESTClient().Get().
+		AbsPath("/api/v1/nodes", c.NodeName(), "proxy", "metrics").
+		DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the kubelet's metrics: %w", err)
+	}
+	return MetricValue(data, name, labels)
+}
+
+// MetricValue finds the metric name in Prometheus text exposition format
+// (version 0.0.4) and returns the sum of the samples whose labels include
+// labels, or ErrMetricNotFound.
+func MetricValue(text []byte, name string, labels map[string]string) (float64, error) {
+	var (
+		sum   float64
+		found bool
+	)
+	scanner := bufio.NewScanner(bytes.NewReader(text))
+	scanner.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for line := 1; scanner.Scan(); line++ {
+		s := strings.TrimSpace(scanner.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		if !strings.HasPrefix(s, name) {
+			continue
+		}
+		sample, err := parseSample(s)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %d: %w", line, err)
+		}
+		if sample.name != name || !includes(sample.labels, labels) {
+			continue
+		}
+		sum += sample.value
+		found = true
+	}
+	if err := scanner.Err(); err != nil {
+		return 0, fmt.Errorf("read metrics: %w", err)
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: %s%s", ErrMetricNotFound, name, formatLabels(labels))
+	}
+	return sum, nil
+}
+
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// parseSample parses `name{label="value",...} value [timestamp]`.
+func parseSample(s string) (sample, error) {
+	end := strings.IndexAny(s, "{ \t")
+	if end <= 0 {
+		return sample{}, fmt.Errorf("no value in %q", s)
+	}
+	result := sample{name: s[:end], labels: map[string]string{}}
+	rest := s[end:]
+	if rest[0] == '{' {
+		var err error
+		if rest, err = parseLabels(rest[1:], result.labels); err != nil {
+			return sample{}, fmt.Errorf("%s: %w", result.name, err)
+		}
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 || len(fields) > 2 {
+		return sample{}, fmt.Errorf("%s: want a value and an optional timestamp, got %q", result.name, rest)
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", result.name, err)
+	}
+	result.value = value
+	return result, nil
+}
+
+// parseLabels parses `label="value",...}` into labels and returns what
+// follows the closing brace.
+func parseLabels(s string, labels map[string]string) (string, error) {
+	for {
+		s = strings.TrimLeft(s, " \t")
+		if strings.HasPrefix(s, "}") {
+			return s[1:], nil
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq <= 0 || len(s) < eq+2 || s[eq+1] != '"' {
+			return "", fmt.Errorf("malformed labels at %q", s)
+		}
+		key := strings.TrimSpace(s[:eq])
+		s = s[eq+2:]
+		var value strings.Builder
+		closed := false
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case c == '\\' && i+1 < len(s):
+				i++
+				switch s[i] {
+				case 'n':
+					value.WriteByte('\n')
+				default:
+					value.WriteByte(s[i])
+				}
+			case c == '"':
+				s, closed = s[i+1:], true
+			default:
+				value.WriteByte(c)
+			}
+			if closed {
+				break
+			}
+		}
+		if !closed {
+			return "", fmt.Errorf("unterminated value of label %s", key)
+		}
+		labels[key] = value.String()
+		s = strings.TrimLeft(s, " \t")
+		s = strings.TrimPrefix(s, ",")
+	}
+}
+
+func includes(have, want map[string]string) bool {
+	for key, value := range want {
+		if got, ok := have[key]; !ok || got != value {
+			return false
+		}
+	}
+	return true
+}
+
+func formatLabels(labels map[string]string) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(labels))
+	for key, value := range labels {
+		parts = append(parts, key+"="+strconv.Quote(value))
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, ",") + "}"
+}
