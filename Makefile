@@ -1,6 +1,6 @@
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
-.PHONY: demo test build kubelet kubelet-stock verify verify-patches test-upstream update-patches
+.PHONY: demo test build kubelet kubelet-stock verify verify-patches test-upstream update-patches test-e2e-race
 
 demo:
 	hack/demo.sh $(ARGS)
@@ -28,3 +28,6 @@ test-upstream:
 
 update-patches:
 	hack/update-patches.sh
+
+test-e2e-race:
+	hack/test-e2e-race.sh

@@ -8,22 +8,25 @@
 #      repository, so the patched tree can import github.com/dra-failfast/dra-failfast/pkg/...;
 #   4. go build ./cmd/kubelet in the patched tree with upstream's release flags.
 # With --stock, builds _output/bin/kubelet-stock (version KUBE_VERSION) from the pristine tree with
-# upstream's own go.work instead. A rerun with nothing changed takes seconds.
+# upstream's own go.work instead. With --race, builds the patched kubelet with the Go race detector
+# as _output/bin/kubelet-race (for make test-e2e-race). A rerun with nothing changed takes seconds.
 #
-# Usage: hack/build-kubelet.sh [--stock]
+# Usage: hack/build-kubelet.sh [--stock | --race]
 # Environment: DBG=1 keeps symbols and disables optimisations (for a debugger), like upstream's DBG.
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
 stock=false
+race=false
 for arg in "$@"; do
   case "${arg}" in
     --stock) stock=true ;;
+    --race) race=true ;;
     -h | --help)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 && !/shellcheck/ {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 0
       ;;
-    *) die "unknown argument ${arg} (usage: hack/build-kubelet.sh [--stock])" ;;
+    *) die "unknown argument ${arg} (usage: hack/build-kubelet.sh [--stock | --race])" ;;
   esac
 done
 
@@ -38,6 +41,10 @@ if ${stock}; then
     go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${version}" "${out}" ./cmd/kubelet
 else
   out="${BIN_DIR}/kubelet"
+  if ${race}; then
+    out="${BIN_DIR}/kubelet-race"
+    export KUBE_BUILD_RACE=1
+  fi
   version=${FORK_VERSION}
   with_tree_lock ensure_patched
   with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"

@@ -353,7 +353,8 @@ kube_ldflags() {
 
 # go_build_kube TREE WORKFILE VERSION OUT PKG...: builds PKG in TREE like upstream's release builds
 # (hack/lib/golang.sh: -trimpath, -s -w, tags selinux,notest,grpcnotrace; DBG=1 keeps symbols and
-# disables optimisations). -trimpath also keeps the build cache independent of the tree's location.
+# disables optimisations; KUBE_BUILD_RACE=1 adds the race detector). -trimpath also keeps the
+# build cache independent of the tree's location.
 # OUT may be /dev/null.
 go_build_kube() {
   local tree=$1 work=$2 version=$3 out=$4
@@ -361,6 +362,9 @@ go_build_kube() {
   local ldflags tags=selinux,notest
   local -a flags=()
   ldflags="all=$(kube_ldflags "${tree}" "${version}")"
+  if [ "${KUBE_BUILD_RACE:-}" = 1 ]; then
+    flags+=(-race)
+  fi
   if [ "${DBG:-}" = 1 ]; then
     flags+=(-gcflags="all=-N -l")
   else

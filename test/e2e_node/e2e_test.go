@@ -4,13 +4,18 @@
 // cluster (test/localcluster) with the patched kubelet and the test DRA
 // driver. It needs root and the binaries of `make build`:
 //
-//	go test -tags e2e_node -v -timeout 30m ./test/e2e_node/
+//	go test -tags e2e_node -v -timeout 30m -parallel 48 ./test/e2e_node/
+//
+// Tests that restart the kubelet are not parallel: Go runs them first, one
+// after the other, and each leaves the kubelet as it found it. All others
+// are parallel (-parallel: they mostly wait for the cluster, not a CPU).
 package e2enode
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +36,21 @@ import (
 
 const gate = string(failfastdra.DRAHandlePermanentDriverFailures)
 
+// syncFrequency is the kubelet's pod resync period on the e2e cluster. A
+// failed NodePrepareResources is retried at the next resync (plus up to 50%
+// jitter): 10s instead of the default 1m makes every "is it retried?" and
+// "is it never called again?" check take seconds instead of minutes without
+// weakening it (checks wait past two resyncs: resyncWait).
+const (
+	syncFrequency = 10 * time.Second
+	resyncWait    = 2*syncFrequency + syncFrequency/2 + 5*time.Second
+)
+
 var (
 	cluster *localcluster.Cluster
-	driver  *framework.Driver
-	client  kubernetes.Interface
+	// driver is the default test driver, shared by the tests.
+	driver *framework.Driver
+	client kubernetes.Interface
 )
 
 func TestMain(m *testing.M) {
@@ -48,8 +64,14 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// LOCAL_CLUSTER_KUBELET (relative to the repository) picks another fork
+	// build, e.g. _output/bin/kubelet-race (make test-e2e-race).
+	kubelet := os.Getenv("LOCAL_CLUSTER_KUBELET")
+	if root, err := localcluster.RepoRoot(); err == nil && kubelet != "" && !filepath.IsAbs(kubelet) {
+		kubelet = filepath.Join(root, kubelet)
+	}
 	var err error
-	cluster, err = localcluster.Up(ctx, localcluster.Config{KubeletFeatureGates: map[string]bool{gate: true}})
+	cluster, err = localcluster.Up(ctx, localcluster.Config{KubeletPath: kubelet, KubeletFeatureGates: map[string]bool{gate: true}, KubeletSyncFrequency: syncFrequency})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "local cluster up: %v\n", err)
 		_ = localcluster.Cleanup(context.Background(), localcluster.Config{})
@@ -70,94 +92,60 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "device class: %v\n", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	// A kubelet built with -race reports data races in its log and goes on.
+	if races, err := countInFile(filepath.Join(cluster.LogDir(), "kubelet.log"), "WARNING: DATA RACE"); err != nil || races > 0 {
+		fmt.Fprintf(os.Stderr, "kubelet log: %d data race reports (%v)\n", races, err)
+		code = 1
+	}
+	return code
 }
 
-// setup makes a namespace and a claim template with behavior in it.
+func countInFile(path, s string) (int, error) {
+	data, err := os.ReadFile(path)
+	return strings.Count(string(data), s), err
+}
+
+// setup makes a namespace and a claim template "claim" of the default
+// driver with behavior in it.
 func setup(t *testing.T, behavior *framework.Behavior) string {
 	t.Helper()
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if err := framework.CreateNamespace(t.Context(), client, ns); err != nil {
-		t.Fatalf("namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	})
-	tmpl, err := framework.ClaimTemplate(ns, "claim", behavior)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("claim template: %v", err)
-	}
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", driver, behavior)
 	return ns
 }
 
 func createPod(t *testing.T, ns, name string) {
 	t.Helper()
-	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), framework.Pod(ns, name, "claim"), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pod: %v", err)
-	}
+	createPodWith(t, ns, name, v1.RestartPolicyNever, "claim")
 }
 
-// claimStats returns the driver's counters for the claim of pod ns/pod.
+// claimStats returns the default driver's counters for the claim of pod ns/pod.
 func claimStats(t *testing.T, ns, pod string) dradriver.ClaimStats {
 	t.Helper()
-	stats, err := driver.Client.Stats(t.Context())
-	if err != nil {
-		t.Fatalf("driver stats: %v", err)
-	}
-	claim, _ := framework.PodClaim(stats, ns, pod)
-	return claim
+	_, stats := statsOf(t, driver, ns, pod, "")
+	return stats
 }
-
-func podFailed(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }
 
 // (a) A permanent driver error fails the pod, the driver is asked once, the
 // claim is unprepared, and no container ever starts.
 func TestPermanentFailureFailsPod(t *testing.T) {
+	t.Parallel()
 	for name, behavior := range map[string]*framework.Behavior{
 		"invalid-config": {Raw: `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Sometimes"}`},
-		"injected":       {Prepare: "Permanent", Message: "device firmware refuses this partition layout"},
+		"injected":       behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "device firmware refuses this partition layout"}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel() // each waits past a stock resync; own namespace and claim
+			t.Parallel() // each waits past two resyncs; own namespace and claim
 			ns := setup(t, behavior)
 			start := time.Now()
 			createPod(t, ns, "app")
-			pod, err := framework.WaitForPod(t.Context(), client, ns, "app", 90*time.Second, podFailed)
-			if err != nil {
-				t.Fatalf("pod did not fail: %v; status %+v", err, pod.Status)
-			}
+			pod := waitFor(t, ns, "app", 90*time.Second, "Failed", podFailed)
 			t.Logf("pod Failed %.1fs after creation; message: %s", time.Since(start).Seconds(), pod.Status.Message)
-			if pod.Status.Reason != failfastdra.PodFailedReason {
-				t.Errorf("reason = %q, want %q", pod.Status.Reason, failfastdra.PodFailedReason)
-			}
-			for _, want := range []string{ns + "/app-", dradriver.DefaultDriverName, "failed permanently"} {
-				if !strings.Contains(pod.Status.Message, want) {
-					t.Errorf("message %q does not contain %q", pod.Status.Message, want)
-				}
-			}
-			conditionFound := false
-			for _, c := range pod.Status.Conditions {
-				if c.Type == failfastdra.PodConditionType && c.Status == v1.ConditionTrue {
-					conditionFound = true
-				}
-			}
-			if !conditionFound {
-				t.Errorf("no %s=True condition in %+v", failfastdra.PodConditionType, pod.Status.Conditions)
-			}
-			if started := framework.StartedContainers(pod); len(started) > 0 {
-				t.Errorf("containers started: %v", started)
-			}
-			for _, c := range pod.Status.ContainerStatuses {
-				if c.State.Terminated == nil || c.State.Terminated.Reason != failfastdra.PodFailedReason {
-					t.Errorf("container %s state %+v, want terminated with reason %s (what kubectl get pod shows)", c.Name, c.State, failfastdra.PodFailedReason)
-				}
-			}
-			// A stock kubelet retries at its next pod resync: wait past one
-			// (syncFrequency 1m, jitter up to 1.5x) and count again.
-			time.Sleep(95 * time.Second)
+			checkFailedPod(t, pod, ns+"/app-", dradriver.DefaultDriverName, "failed permanently")
+			// The kubelet would retry at its next pod resync: wait past
+			// two and count again.
+			time.Sleep(resyncWait)
 			stats := claimStats(t, ns, "app")
 			if stats.PrepareCalls != 1 || stats.UnprepareCalls != 1 {
 				t.Errorf("driver saw %d prepare and %d unprepare calls, want 1 and 1", stats.PrepareCalls, stats.UnprepareCalls)
@@ -165,14 +153,11 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 			if !stats.Permanent {
 				t.Errorf("driver did not report a permanent error: %+v", stats)
 			}
-			pod, err = client.CoreV1().Pods(ns).Get(t.Context(), "app", metav1.GetOptions{})
-			if err != nil || pod.Status.Phase != v1.PodFailed || len(framework.StartedContainers(pod)) > 0 {
-				t.Errorf("pod changed after failing: %v %+v", err, pod.Status)
+			pod = getPod(t, ns, "app")
+			if pod.Status.Phase != v1.PodFailed || len(framework.StartedContainers(pod)) > 0 {
+				t.Errorf("pod changed after failing: %+v", pod.Status)
 			}
-			events, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=app,reason=" + failfastdra.PodFailedReason})
-			if err != nil || len(events.Items) == 0 {
-				t.Logf("no %s event found (events are best effort): %v", failfastdra.PodFailedReason, err)
-			}
+			deleteAndCheckNoLeaks(t, ns, driver)
 		})
 	}
 }
@@ -180,33 +165,45 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 // (b) A transient failure keeps the pod pending, then it runs once the
 // driver stops failing.
 func TestTransientFailureThenRuns(t *testing.T) {
-	// The kubelet retries a failed prepare at its next pod resync (syncFrequency, 1m by default).
-	ns := setup(t, &framework.Behavior{Prepare: "Transient", Failures: 1, Message: "device busy"})
+	t.Parallel()
+	// The kubelet retries a failed prepare at its next pod resync (syncFrequency).
+	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}))
 	createPod(t, ns, "app")
-	pod, err := framework.WaitForPod(t.Context(), client, ns, "app", 3*time.Minute, func(p *v1.Pod) bool {
+	pod := waitFor(t, ns, "app", time.Minute, "Running or Failed", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodRunning || p.Status.Phase == v1.PodFailed
 	})
-	if err != nil || pod.Status.Phase != v1.PodRunning {
-		t.Fatalf("pod did not run: %v; status %+v", err, pod.Status)
+	if pod.Status.Phase != v1.PodRunning {
+		t.Fatalf("pod did not run: %+v", pod.Status)
 	}
 	stats := claimStats(t, ns, "app")
 	if stats.PrepareCalls != 2 || !stats.Prepared {
 		t.Errorf("driver stats %+v, want 2 prepare calls and prepared", stats)
 	}
+	deleteAndCheckNoLeaks(t, ns, driver)
 }
 
 // A Job whose podFailurePolicy matches the DRA condition fails at the first
 // permanently failing pod instead of burning its backoffLimit.
 func TestJobPodFailurePolicyFailsFast(t *testing.T) {
-	ns := setup(t, &framework.Behavior{Prepare: "Permanent", Message: "invalid partition layout"})
+	t.Parallel()
+	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "invalid partition layout"}))
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](6),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-				Action:          batchv1.PodFailurePolicyActionFailJob,
-				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
-			}}},
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				// A common rule for killed containers, placed first: it must
+				// not swallow the DRA failure (never-started containers
+				// report exit code 0, which no onExitCodes rule matches).
+				{
+					Action:      batchv1.PodFailurePolicyActionIgnore,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{137}},
+				},
+				{
+					Action:          batchv1.PodFailurePolicyActionFailJob,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
+				},
+			}},
 			Template: v1.PodTemplateSpec{Spec: framework.PodSpec("claim", v1.RestartPolicyNever)},
 		},
 	}
@@ -244,16 +241,18 @@ func TestJobPodFailurePolicyFailsFast(t *testing.T) {
 // A Deployment recovers from a broken device: the driver taints it and fails
 // the pod permanently, the replacement gets another device and runs.
 func TestDeploymentRecoversFromBrokenDevice(t *testing.T) {
-	ns := setup(t, nil)
+	t.Parallel()
+	// A driver of its own: breaking devices of the shared one would fail
+	// other tests' pods.
+	recoverDriver := startDriver(t, framework.DriverOptions{DriverName: "recover.dra-failfast.test", TaintBroken: true})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", recoverDriver, nil)
 	// Break every device but the last, so that whatever the scheduler picks
 	// first is broken until the healthy one is left.
-	const devices = 8
-	for i := range devices - 1 {
-		device := fmt.Sprintf("dev-%d", i)
-		if err := driver.Client.SetBroken(t.Context(), device, true); err != nil {
-			t.Fatalf("break %s: %v", device, err)
+	for i := range recoverDriver.Devices() - 1 {
+		if err := recoverDriver.Client.SetBroken(t.Context(), dradriver.DeviceName(i), true); err != nil {
+			t.Fatalf("break %s: %v", dradriver.DeviceName(i), err)
 		}
-		t.Cleanup(func() { _ = driver.Client.SetBroken(context.Background(), device, false) })
 	}
 	labels := map[string]string{"app": "recover"}
 	deployment := &appsv1.Deployment{
@@ -291,56 +290,43 @@ func TestDeploymentRecoversFromBrokenDevice(t *testing.T) {
 	if failed == 0 {
 		t.Error("no pod failed: the first pod got the healthy device, the recovery path was not exercised")
 	}
-}
-
-// restartKubelet restarts the kubelet with the gate set to enabled.
-func restartKubelet(ctx context.Context, t *testing.T, enabled bool) {
-	t.Helper()
-	start := time.Now()
-	if err := driver.RestartKubelet(ctx, cluster, map[string]bool{gate: enabled}); err != nil {
-		t.Fatalf("restart kubelet with %s=%t: %v", gate, enabled, err)
+	if failed > recoverDriver.Devices()-1 {
+		t.Errorf("%d pods failed for %d broken devices: a tainted device was given out again", failed, recoverDriver.Devices()-1)
 	}
-	t.Logf("kubelet restarted with %s=%t, devices published again %.1fs after the restart began", gate, enabled, time.Since(start).Seconds())
+	if err := client.AppsV1().Deployments(ns).Delete(t.Context(), "recover", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleteAndCheckNoLeaks(t, ns, recoverDriver)
 }
 
 // (c) With the feature gate off, a permanent answer is retried as in stock
-// and the pod stays Pending. Runs last: it restarts the kubelet.
-func TestZZGateOffRetries(t *testing.T) {
+// and the pod stays Pending. Not parallel: it restarts the kubelet, and
+// restores it with the gate on, so that the order of tests does not matter.
+func TestGateOffRetries(t *testing.T) {
 	ctx := t.Context()
 	restartKubelet(ctx, t, false)
 	t.Cleanup(func() { restartKubelet(context.Background(), t, true) })
-	ns := setup(t, &framework.Behavior{Prepare: "Permanent", Message: "never works"})
+	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "never works"}))
 	created := time.Now()
 	createPod(t, ns, "app")
-	// The retry comes at the kubelet's next pod resync after the first
-	// call (syncFrequency 1m, jitter up to 1.5x), so time it from that
-	// call, not from pod creation: the first call itself may come late
-	// while the restarted kubelet re-registers the driver.
-	var first time.Time
-	var stats dradriver.ClaimStats
-	for {
-		pod, err := client.CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
-		if err == nil && pod.Status.Phase != v1.PodPending {
-			t.Fatalf("pod left Pending with the gate off: %+v", pod.Status)
-		}
-		stats = claimStats(t, ns, "app")
-		if first.IsZero() && stats.PrepareCalls > 0 {
-			first = time.Now()
-			t.Logf("first prepare call %.1fs after pod creation", first.Sub(created).Seconds())
-		}
-		if stats.PrepareCalls >= 2 {
-			t.Logf("prepare retried %.0fs after the first call", time.Since(first).Seconds())
-			break
-		}
-		if first.IsZero() && time.Since(created) > 90*time.Second {
-			t.Fatalf("no prepare call within 90s of pod creation: %+v", stats)
-		}
-		if !first.IsZero() && time.Since(first) > 100*time.Second {
-			t.Fatalf("prepare not retried within 100s of the first call: %+v", stats)
-		}
-		time.Sleep(time.Second)
+	first := waitForCalls(t, driver, ns, "app", 1, 90*time.Second)
+	t.Logf("first prepare call %.1fs after pod creation", first.LastPrepare.Sub(created).Seconds())
+	// The retry comes at the kubelet's next pod resync after the first call.
+	stats := waitForCalls(t, driver, ns, "app", 2, resyncWait)
+	t.Logf("prepare retried %.1fs after the first call", stats.LastPrepare.Sub(*first.LastPrepare).Seconds())
+	if pod := getPod(t, ns, "app"); pod.Status.Phase != v1.PodPending {
+		t.Fatalf("pod left Pending with the gate off: %+v", pod.Status)
 	}
 	if stats.UnprepareCalls != 0 {
 		t.Errorf("driver stats %+v, want no unprepare while the pod is retried", stats)
 	}
+	// The stock event, no DRA failure event.
+	if events := eventsOf(t, ns, "app", "FailedPrepareDynamicResources"); len(events) == 0 {
+		t.Error("no FailedPrepareDynamicResources event")
+	}
+	list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=app,reason=" + failfastdra.PodFailedReason})
+	if err != nil || len(list.Items) > 0 {
+		t.Errorf("%s event with the gate off: %v %v", failfastdra.PodFailedReason, err, list)
+	}
+	deleteAndCheckNoLeaks(t, ns, driver)
 }

@@ -54,6 +54,7 @@ type savedState struct {
 	ImageDir                 string          `json:"imageDir"`
 	KubeletPath              string          `json:"kubeletPath"`
 	KubeletFeatureGates      map[string]bool `json:"kubeletFeatureGates,omitempty"`
+	KubeletSyncFrequency     time.Duration   `json:"kubeletSyncFrequency,omitempty"`
 	ControlPlaneFeatureGates map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
 	Verbosity                int             `json:"verbosity"`
 	ControlPlaneVerbosity    int             `json:"controlPlaneVerbosity"`
@@ -156,6 +157,9 @@ func Attach(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Verbosity == 0 {
 		cfg.Verbosity = st.Verbosity
+	}
+	if cfg.KubeletSyncFrequency == 0 {
+		cfg.KubeletSyncFrequency = st.KubeletSyncFrequency
 	}
 	if cfg.ControlPlaneVerbosity == 0 {
 		cfg.ControlPlaneVerbosity = st.ControlPlaneVerbosity
@@ -465,6 +469,7 @@ func (c *Cluster) saveState() error {
 		ImageDir:                 c.cfg.ImageDir,
 		KubeletPath:              c.cfg.KubeletPath,
 		KubeletFeatureGates:      c.cfg.KubeletFeatureGates,
+		KubeletSyncFrequency:     c.cfg.KubeletSyncFrequency,
 		ControlPlaneFeatureGates: c.cfg.ControlPlaneFeatureGates,
 		Verbosity:                c.cfg.Verbosity,
 		ControlPlaneVerbosity:    c.cfg.ControlPlaneVerbosity,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // ModulePath is the Go module whose checkout holds _output/ (binaries, images, state).
@@ -57,6 +58,10 @@ type Config struct {
 	// KubeletFeatureGates are the kubelet's feature gates. Pass only gates that KubeletPath
 	// knows: a kubelet refuses to start with an unknown gate.
 	KubeletFeatureGates map[string]bool
+	// KubeletSyncFrequency is the kubelet's syncFrequency: how often it syncs every pod, which
+	// is also when it retries a failed NodePrepareResources (plus up to 50% jitter). Zero:
+	// the kubelet's default, 1m, as on a real node.
+	KubeletSyncFrequency time.Duration
 	// ControlPlaneFeatureGates go to kube-apiserver, kube-controller-manager and kube-scheduler.
 	ControlPlaneFeatureGates map[string]bool
 	// Verbosity is the kubelet's -v. Default 2.

@@ -168,8 +168,13 @@ func kubeletConfig(p paths, cfg Config) ([]byte, error) {
 		// turns it Ready. Default 10s; status is still only posted when it changes.
 		"nodeStatusUpdateFrequency": "2s",
 		"serializeImagePulls":       false,
-		"shutdownGracePeriod":       "0s",
-		"featureGates":              gates,
+		// The e2e fault matrix runs 150 pods at once; the pod subnet (a /24) has room for them.
+		"maxPods":             200,
+		"shutdownGracePeriod": "0s",
+		"featureGates":        gates,
+	}
+	if cfg.KubeletSyncFrequency > 0 {
+		conf["syncFrequency"] = cfg.KubeletSyncFrequency.String()
 	}
 	return json.MarshalIndent(conf, "", "  ")
 }

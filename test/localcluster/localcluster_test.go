@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -96,6 +97,13 @@ func TestWriteConfigs(t *testing.T) {
 	if m["failCgroupV1"] != false || m["cgroupDriver"] != "cgroupfs" || m["address"] != "0.0.0.0" ||
 		!reflect.DeepEqual(m["featureGates"], map[string]any{"X": true}) {
 		t.Errorf("kubelet config: %s", kc)
+	}
+	if _, set := m["syncFrequency"]; set {
+		t.Errorf("syncFrequency set without KubeletSyncFrequency: %s", kc)
+	}
+	kc, err = kubeletConfig(p, Config{KubeletSyncFrequency: 10 * time.Second})
+	if err != nil || !strings.Contains(string(kc), `"syncFrequency": "10s"`) {
+		t.Errorf("kubelet config with KubeletSyncFrequency 10s: %v %s", err, kc)
 	}
 	if _, err := cniConfList(p); err != nil {
 		t.Fatal(err)
