@@ -2,13 +2,18 @@ package dradriver
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
@@ -119,4 +124,24 @@ func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 		t.Fatalf("SetPublisher: %v", err)
 	}
 	return d, publisher
+}
+
+// fakeClusterClient is a fake API server with the test node and claims, for
+// a driver started with Start.
+func fakeClusterClient(claims ...*resourceapi.ResourceClaim) *fake.Clientset {
+	objects := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}}
+	for _, claim := range claims {
+		objects = append(objects, claim)
+	}
+	client := fake.NewClientset(objects...)
+	// The fake does not implement generateName, which the ResourceSlice
+	// controller uses.
+	var generated atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if slice, ok := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice); ok && slice.Name == "" && slice.GenerateName != "" {
+			slice.Name = fmt.Sprintf("%s%d", slice.GenerateName, generated.Add(1))
+		}
+		return false, nil, nil
+	})
+	return client
 }

@@ -51,9 +51,8 @@ func Handler(d *Driver) http.Handler {
 	})
 	setBroken := func(broken bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			device := r.URL.Query().Get("device")
-			if device == "" {
-				http.Error(w, "missing query parameter device", http.StatusBadRequest)
+			device, ok := queryParameter(w, r, "device")
+			if !ok {
 				return
 			}
 			if err := d.SetBroken(r.Context(), device, broken); err != nil {
@@ -74,9 +73,8 @@ func Handler(d *Driver) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("PUT /behavior", func(w http.ResponseWriter, r *http.Request) {
-		namespace := r.URL.Query().Get("namespace")
-		if namespace == "" {
-			http.Error(w, "missing query parameter namespace", http.StatusBadRequest)
+		namespace, ok := queryParameter(w, r, "namespace")
+		if !ok {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBehaviorBody))
@@ -100,9 +98,8 @@ func Handler(d *Driver) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("DELETE /behavior", func(w http.ResponseWriter, r *http.Request) {
-		namespace := r.URL.Query().Get("namespace")
-		if namespace == "" {
-			http.Error(w, "missing query parameter namespace", http.StatusBadRequest)
+		namespace, ok := queryParameter(w, r, "namespace")
+		if !ok {
 			return
 		}
 		d.ClearBehavior(r.Context(), namespace)
@@ -120,4 +117,14 @@ func Handler(d *Driver) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux
+}
+
+// queryParameter returns the query parameter name of r, or answers 400 when
+// it is missing.
+func queryParameter(w http.ResponseWriter, r *http.Request, name string) (string, bool) {
+	value := r.URL.Query().Get(name)
+	if value == "" {
+		http.Error(w, "missing query parameter "+name, http.StatusBadRequest)
+	}
+	return value, value != ""
 }

@@ -3,24 +3,19 @@ package dradriver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -49,20 +44,11 @@ func TestRoundTrip(t *testing.T) {
 		"transient": newClaim("transient", oneDevice("dev-3"), claimConfig(transient, "dev")),
 		"broken":    newClaim("broken", oneDevice("dev-1")),
 	}
-	objects := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}}
+	var objects []*resourceapi.ResourceClaim
 	for _, claim := range claims {
 		objects = append(objects, claim)
 	}
-	client := fake.NewClientset(objects...)
-	// The fake does not implement generateName, which the ResourceSlice
-	// controller uses.
-	var generated atomic.Int64
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if slice, ok := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice); ok && slice.Name == "" && slice.GenerateName != "" {
-			slice.Name = fmt.Sprintf("%s%d", slice.GenerateName, generated.Add(1))
-		}
-		return false, nil, nil
-	})
+	client := fakeClusterClient(objects...)
 
 	running, err := Start(ctx, Options{
 		Config: Config{

@@ -167,7 +167,7 @@ func rewriteUnknown(result proto.Message, spec *WireSpec) bool {
 	msg := result.ProtoReflect()
 	unknown := slices.Clone(msg.GetUnknown())
 	if spec.ErrorType != nil || spec.ErrorTypeAbsent {
-		unknown = withoutField(unknown, v1alpha.ErrorTypeFieldNumber)
+		unknown = v1alpha.WithoutField(unknown, v1alpha.ErrorTypeFieldNumber)
 	}
 	if spec.ErrorType != nil {
 		unknown = protowire.AppendTag(unknown, v1alpha.ErrorTypeFieldNumber, protowire.VarintType)
@@ -180,26 +180,4 @@ func rewriteUnknown(result proto.Message, spec *WireSpec) bool {
 	}
 	msg.SetUnknown(unknown)
 	return true
-}
-
-// withoutField returns the raw fields without any occurrence of num; bytes
-// that do not parse are dropped from there on. The only unknown fields here
-// are the ones pkg/failfastplugin set, which always parse.
-func withoutField(raw []byte, num protowire.Number) []byte {
-	var kept []byte
-	for len(raw) > 0 {
-		n, typ, tagLen := protowire.ConsumeTag(raw)
-		if tagLen < 0 {
-			break
-		}
-		fieldLen := protowire.ConsumeFieldValue(n, typ, raw[tagLen:])
-		if fieldLen < 0 {
-			break
-		}
-		if n != num {
-			kept = append(kept, raw[:tagLen+fieldLen]...)
-		}
-		raw = raw[tagLen+fieldLen:]
-	}
-	return kept
 }

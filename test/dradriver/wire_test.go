@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,13 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -41,20 +36,7 @@ func behaviorConfig(fields string) resourceapi.DeviceAllocationConfiguration {
 // ResourceSlices.
 func startDriver(t *testing.T, opts Options, claims ...*resourceapi.ResourceClaim) (*Running, *fake.Clientset, string) {
 	t.Helper()
-	objects := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}}
-	for _, claim := range claims {
-		objects = append(objects, claim)
-	}
-	client := fake.NewClientset(objects...)
-	// The fake does not implement generateName, which the ResourceSlice
-	// controller uses.
-	var generated atomic.Int64
-	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		if slice, ok := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice); ok && slice.Name == "" && slice.GenerateName != "" {
-			slice.Name = fmt.Sprintf("%s%d", slice.GenerateName, generated.Add(1))
-		}
-		return false, nil, nil
-	})
+	client := fakeClusterClient(claims...)
 	rootDir := shortTempDir(t)
 	opts.NodeName = testNode
 	opts.CDIDir = t.TempDir()

@@ -92,7 +92,7 @@ func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, erro
 // removes the field, as proto3 never sends a default value.
 func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType NodePrepareResourceResponseErrorType) {
 	msg := resp.ProtoReflect()
-	kept := withoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
+	kept := WithoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
 	if errorType != NodePrepareResourceResponseErrorType_Unknown {
 		kept = protowire.AppendTag(kept, ErrorTypeFieldNumber, protowire.VarintType)
 		kept = protowire.AppendVarint(kept, uint64(int64(errorType)))
@@ -100,10 +100,11 @@ func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType NodePrepa
 	msg.SetUnknown(kept)
 }
 
-// withoutField returns the raw fields without any occurrence of num. Bytes
-// that do not parse are dropped from that point on: they could not have been
-// sent back out as a valid message anyway.
-func withoutField(raw []byte, num protowire.Number) []byte {
+// WithoutField returns the raw protobuf fields (such as a message's unknown
+// fields) without any occurrence of field num. Bytes that do not parse are
+// dropped from that point on: they could not have been sent back out as a
+// valid message anyway.
+func WithoutField(raw []byte, num protowire.Number) []byte {
 	var kept []byte
 	for len(raw) > 0 {
 		n, typ, tagLen := protowire.ConsumeTag(raw)
