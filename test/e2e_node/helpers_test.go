@@ -187,7 +187,13 @@ func checkFailedPod(t *testing.T, pod *v1.Pod, wantInMessage ...string) {
 		}
 	}
 	if !conditionFound {
-		t.Errorf("no %s=True condition in %+v", failfastdra.PodConditionType, pod.Status.Conditions)
+		// Who wrote the status last, to tell a kubelet window from another writer.
+		var writers []string
+		for _, f := range pod.ManagedFields {
+			writers = append(writers, fmt.Sprintf("%s/%s@%v", f.Manager, f.Subresource, f.Time))
+		}
+		t.Errorf("no %s=True condition in %+v; resourceVersion %s, status written by %v; status %+v",
+			failfastdra.PodConditionType, pod.Status.Conditions, pod.ResourceVersion, writers, pod.Status)
 	}
 	if started := framework.StartedContainers(pod); len(started) > 0 {
 		t.Errorf("containers started: %v", started)
