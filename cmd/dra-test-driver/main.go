@@ -27,6 +27,7 @@
 //	DELETE /behavior?namespace=NS   remove the override
 //	POST   /republish               publish the ResourceSlices again now, e.g. after a
 //	                                starting kubelet deleted them
+//	GET    /metrics                 metrics, e.g. dra_failfast_plugin_device_taint_wait_duration_seconds
 //
 // It stops on SIGINT or SIGTERM, removing its sockets; the ResourceSlices
 // stay.
@@ -46,6 +47,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 	"github.com/dra-failfast/dra-failfast/test/dradriver"
 )
 
@@ -93,9 +95,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&cfg.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI spec files, one that the container runtime reads")
 	fs.IntVar(&cfg.devices, "devices", dradriver.DefaultNumDevices, fmt.Sprintf("number of devices dev-0 ... dev-<N-1> (1 to %d)", dradriver.MaxDevices))
 	fs.StringVar(&broken, "broken-devices", "", "comma-separated devices whose claims fail permanently (e.g. dev-1,dev-2)")
-	fs.BoolVar(&cfg.taintBroken, "taint-broken", false, "when a claim fails on a broken device, publish the NoSchedule taint "+dradriver.BrokenTaintKey+" on the device first")
+	fs.BoolVar(&cfg.taintBroken, "taint-broken", false, "when a claim fails on a broken device, publish the NoSchedule taint "+failfastplugin.DefaultDeviceFaultTaintKey+" on the device first (failfastplugin.DeviceFault)")
 	fs.StringVar(&cfg.statsAddress, "stats-address", "", "host:port of the HTTP stats/control endpoint, e.g. 127.0.0.1:8081 (empty: none)")
-	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API")
+	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API (negative: do not wait)")
 	fs.StringVar(&grpcAPI, "grpc-api", string(dradriver.GRPCAPIBoth), fmt.Sprintf("DRA gRPC services to serve: %s, %s or %s (only v1 carries the permanent mark)", dradriver.GRPCAPIV1, dradriver.GRPCAPIV1beta1, dradriver.GRPCAPIBoth))
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

@@ -28,6 +28,52 @@
 //		kubeletplugin.KubeClient(client),
 //	)
 //
+// # Broken devices
+//
+// When preparing fails because a device is broken, a permanent error alone
+// makes things worse: a controller replaces the failed pod at once, the
+// scheduler hands the replacement the same device, and it fails too, over and
+// over. Report such a failure with DeviceFault, naming the devices, and start
+// the driver with StartWithDeviceFaults:
+//
+//	result[claim.UID] = kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFault(err, failfastplugin.DeviceID{Pool: pool, Device: device})}
+//
+//	helper, err := failfastplugin.StartWithDeviceFaults(ctx, &driver{},
+//		failfastplugin.DeviceFaultConfig{DriverName: "gpu.example.com", NodeName: nodeName, KubeClient: client})
+//
+// Before the answer leaves the driver, the library republishes the driver's
+// ResourceSlices with a NoSchedule device taint on exactly those devices
+// (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when), waits
+// until the taint is visible in the API (at most
+// DefaultDeviceFaultWaitTimeout) and only then returns the permanent error. A
+// claim whose devices could not be tainted (unknown device, publishing failed,
+// the taint did not show up in time) still fails permanently: the error the
+// kubelet sees ends with why the devices were not tainted, the driver's log
+// says it too, and the counter DeviceTaintFailuresMetric counts it.
+//
+// Publish the driver's ResourceSlices with the returned Helper's
+// PublishResources: it remembers them and adds the taints, so that a later
+// republish keeps them. The taints stay until the driver calls
+// ClearDeviceFault, for example once the device was repaired.
+//
+// StartWithDeviceFaults takes the driver name, node name and client in
+// DeviceFaultConfig, not from the kubeletplugin options: those are opaque
+// functions, and kubeletplugin.Helper does not reveal them either. The
+// library needs them to list the driver's ResourceSlices while it waits for
+// the taint, and passes them on to kubeletplugin, so a driver does not repeat
+// them as options. Start takes the same options as before and returns the
+// same Helper, but taints nothing: a DeviceFault then says that its devices
+// were not tainted. A driver that assembles the kubeletplugin options itself
+// uses NewDeviceFaults, the DeviceFaults' Wrap, GRPCInterceptor and
+// SetPublisher.
+//
+// The metrics (DeviceTaintFailuresMetric, DeviceTaintWaitMetric) are in
+// k8s.io/component-base/metrics/legacyregistry: serve them with
+//
+//	http.Handle("/metrics", legacyregistry.Handler())
+//
+// # Wrapping errors
+//
 // The mark survives wrapping with %w (fmt.Errorf("...: %w", err),
 // errors.Join) but not formatting with %v or %s: fmt.Errorf("%v", err) turns
 // a permanent error into a plain one, which the kubelet retries.

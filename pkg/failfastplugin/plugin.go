@@ -2,36 +2,111 @@ package failfastplugin
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 )
 
+// Helper is the kubeletplugin.Helper of a driver started by Start or
+// StartWithDeviceFaults. Its PublishResources goes through the device faults:
+// publish the driver's ResourceSlices with it, not with the embedded
+// kubeletplugin.Helper's, so that devices with a fault keep their taints.
+type Helper struct {
+	*kubeletplugin.Helper
+	faults *DeviceFaults
+}
+
+// PublishResources publishes resources, with a taint on every device with a
+// fault (see DeviceFaults.PublishResources).
+func (h *Helper) PublishResources(ctx context.Context, resources resourceslice.DriverResources) error {
+	return h.faults.PublishResources(ctx, resources)
+}
+
+// ClearDeviceFault removes the faults of devices and their taints (see
+// DeviceFaults.ClearDeviceFault).
+func (h *Helper) ClearDeviceFault(ctx context.Context, devices ...DeviceID) error {
+	return h.faults.ClearDeviceFault(ctx, devices...)
+}
+
+// TaintedDevices returns the devices with a fault (see
+// DeviceFaults.TaintedDevices).
+func (h *Helper) TaintedDevices() []DeviceID {
+	return h.faults.TaintedDevices()
+}
+
 // Start is kubeletplugin.Start with the plugin wrapped by Wrap and the
 // GRPCInterceptor option added, so that errors marked with Permanent reach the
-// kubelet as permanent.
-func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
+// kubelet as permanent. It does not taint devices: a DeviceFault fails its
+// claim permanently and says that the devices were not tainted. Use
+// StartWithDeviceFaults for that.
+func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletplugin.Option) (*Helper, error) {
+	return start(ctx, plugin, disabledDeviceFaults(), opts)
+}
+
+// StartWithDeviceFaults is Start plus the tainting of the devices that the
+// plugin reports with DeviceFault, configured by cfg. cfg.DriverName,
+// cfg.NodeName and cfg.KubeClient are passed to kubeletplugin as options
+// after opts, so opts need not contain them.
+func StartWithDeviceFaults(ctx context.Context, plugin kubeletplugin.DRAPlugin, cfg DeviceFaultConfig, opts ...kubeletplugin.Option) (*Helper, error) {
+	faults, err := NewDeviceFaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = slices.Clone(opts)
+	if cfg.DriverName != "" {
+		opts = append(opts, kubeletplugin.DriverName(cfg.DriverName))
+	}
+	if cfg.NodeName != "" {
+		opts = append(opts, kubeletplugin.NodeName(cfg.NodeName))
+	}
+	if cfg.KubeClient != nil {
+		opts = append(opts, kubeletplugin.KubeClient(cfg.KubeClient))
+	}
+	return start(ctx, plugin, faults, opts)
+}
+
+func start(ctx context.Context, plugin kubeletplugin.DRAPlugin, faults *DeviceFaults, opts []kubeletplugin.Option) (*Helper, error) {
 	opts = append(opts[:len(opts):len(opts)], GRPCInterceptor())
-	return kubeletplugin.Start(ctx, Wrap(plugin), opts...)
+	helper, err := kubeletplugin.Start(ctx, faults.Wrap(plugin), opts...)
+	if err != nil {
+		return nil, err
+	}
+	faults.SetPublisher(helper)
+	return &Helper{Helper: helper, faults: faults}, nil
 }
 
 // Wrap returns a DRAPlugin that notes which claims plugin failed permanently
 // in a NodePrepareResources call, for GRPCInterceptor to put on the wire. All
-// other calls go to plugin unchanged.
+// other calls go to plugin unchanged. It does not taint devices (see
+// DeviceFaults.Wrap).
 func Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
-	return &wrappedPlugin{DRAPlugin: plugin}
+	return disabledDeviceFaults().Wrap(plugin)
+}
+
+// disabledDeviceFaults keeps what the driver publishes but taints nothing.
+func disabledDeviceFaults() *DeviceFaults {
+	return &DeviceFaults{taints: map[DeviceID]resourceapi.DeviceTaint{}}
 }
 
 type wrappedPlugin struct {
 	kubeletplugin.DRAPlugin
+	faults   *DeviceFaults
 	warnOnce sync.Once
 }
 
 func (p *wrappedPlugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	result, err := p.DRAPlugin.PrepareResourceClaims(ctx, claims)
+	if err != nil {
+		// kubeletplugin fails the whole call and ignores result.
+		return result, err
+	}
+	p.taintDeviceFaults(ctx, result)
 	rec := recorderFrom(ctx)
 	for uid, claimResult := range result {
 		if !IsPermanent(claimResult.Err) {
@@ -46,6 +121,41 @@ func (p *wrappedPlugin) PrepareResourceClaims(ctx context.Context, claims []*res
 		rec.markPermanent(uid)
 	}
 	return result, err
+}
+
+// taintDeviceFaults taints the devices of the claims that failed with
+// DeviceFault, all in one publication, and waits for them. The error of a
+// claim whose devices did not all get tainted says so.
+func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.UID]kubeletplugin.PrepareResult) {
+	logger := klog.FromContext(ctx)
+	claimDevices := map[types.UID][]DeviceID{}
+	texts := map[DeviceID]string{}
+	for _, uid := range slices.Sorted(maps.Keys(result)) {
+		devices := FaultDevices(result[uid].Err)
+		if len(devices) == 0 {
+			continue
+		}
+		claimDevices[uid] = devices
+		for _, device := range devices {
+			if _, ok := texts[device]; !ok {
+				texts[device] = result[uid].Err.Error()
+			}
+		}
+	}
+	if len(claimDevices) == 0 {
+		return
+	}
+	failures := p.faults.taint(ctx, texts)
+	for uid, devices := range claimDevices {
+		cause := notTainted(devices, failures)
+		if cause == nil {
+			continue
+		}
+		claimResult := result[uid]
+		logger.Error(cause, "Devices with a fault not tainted, failing the claim permanently anyway", "claimUID", uid, "devices", deviceNames(devices))
+		claimResult.Err = &notTaintedError{err: claimResult.Err, cause: cause}
+		result[uid] = claimResult
+	}
 }
 
 // recorder carries, through the context of one NodePrepareResources call, the

@@ -6,16 +6,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -158,5 +165,121 @@ func TestInterceptorOnlyTouchesPrepare(t *testing.T) {
 		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.NodePrepareResourceResponseErrorType_Unknown {
 			t.Errorf("%s: error_type = %v without a permanent mark", method, got)
 		}
+	}
+}
+
+// TestRoundTripDeviceFault runs a driver started with StartWithDeviceFaults
+// with kubeletplugin's own ResourceSlice controller against a fake API
+// server: when the kubelet gets the permanent answer, the taint is in the API
+// already; the driver's next publication keeps it, ClearDeviceFault removes
+// it.
+func TestRoundTripDeviceFault(t *testing.T) {
+	ctx := t.Context()
+	const node = "node"
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	// The fake does not implement generateName, which the ResourceSlice
+	// controller uses.
+	var generated atomic.Int64
+	client.PrependReactor("create", "resourceslices", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if slice, ok := action.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice); ok && slice.Name == "" && slice.GenerateName != "" {
+			slice.Name = fmt.Sprintf("%s%d", slice.GenerateName, generated.Add(1))
+		}
+		return false, nil, nil
+	})
+	claim := allocatedClaim("broken")
+	if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	for _, sub := range []string{"registry", "plugin"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := failfastplugin.DeviceID{Pool: "pool", Device: "dev-1"}
+	helper, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}},
+		failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client},
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+	)
+	if err != nil {
+		t.Fatalf("start driver: %v", err)
+	}
+	t.Cleanup(helper.Stop)
+	if err := helper.PublishResources(ctx, pools(map[string]int{"pool": 2})); err != nil {
+		t.Fatal(err)
+	}
+	waitForAPI(t, client, "the driver's devices", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool { return len(devices) == 2 })
+
+	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	start := time.Now()
+	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
+		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)},
+	}})
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("NodePrepareResources: %v", err)
+	}
+	// Right when the answer arrived.
+	inAPI := taintsInAPI(t, client)
+	t.Logf("NodePrepareResources with a device fault took %v (publish and wait for the taint)", elapsed)
+
+	got := resp.Claims[string(claim.UID)]
+	if want := "claim broken: pool/dev-1 broken"; got.GetError() != want || v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+		t.Errorf("answer: error %q, error_type %v; want %q, Permanent", got.GetError(), v1alpha.GetErrorType(got), want)
+	}
+	taints := inAPI[broken]
+	if len(taints) != 1 || len(inAPI) != 1 {
+		t.Fatalf("taints in the API when the answer arrived: %v, want one on %s", inAPI, broken)
+	}
+	if taint := taints[0]; taint.Key != failfastplugin.DefaultDeviceFaultTaintKey || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule ||
+		taint.Value != "claim-broken-pool-dev-1-broken" || taint.TimeAdded == nil {
+		t.Errorf("taint = %+v", taint)
+	}
+
+	// The driver publishes again, with a device more: the taint stays.
+	if err := helper.PublishResources(ctx, pools(map[string]int{"pool": 3})); err != nil {
+		t.Fatal(err)
+	}
+	waitForAPI(t, client, "three devices, dev-1 still tainted", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool {
+		return len(devices) == 3 && len(devices[broken]) == 1
+	})
+	if got := helper.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
+		t.Errorf("TaintedDevices = %v", got)
+	}
+
+	if err := helper.ClearDeviceFault(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	waitForAPI(t, client, "no taints", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool {
+		return len(devices) == 3 && len(devices[broken]) == 0
+	})
+}
+
+// waitForAPI waits until the devices in the API, with their taints, are
+// what ok wants.
+func waitForAPI(t *testing.T, client *fake.Clientset, what string, ok func(map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool) {
+	t.Helper()
+	var devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		devices = map[failfastplugin.DeviceID][]resourceapi.DeviceTaint{}
+		for _, slice := range list.Items {
+			for _, device := range slice.Spec.Devices {
+				devices[failfastplugin.DeviceID{Pool: slice.Spec.Pool.Name, Device: device.Name}] = device.Taints
+			}
+		}
+		return ok(devices), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s in the API: %v (last seen: %v)", what, err, devices)
 	}
 }

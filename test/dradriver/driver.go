@@ -11,10 +11,8 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -35,14 +33,12 @@ const (
 	// ResourceSlices: the API allows 64 devices in a slice when some of
 	// them have taints, so more devices go into several slices of the pool.
 	DevicesPerSlice = 64
-	// BrokenTaintKey is the key of the NoSchedule taint that taint mode
-	// puts on a broken device.
-	BrokenTaintKey = "dra-failfast.test/broken"
 	// DeviceModel is the "model" attribute of every device.
 	DeviceModel = "dra-failfast-test-device"
 	// DefaultTaintWaitTimeout is how long a prepare call that tainted a
-	// device waits for the taint to show up in the API.
-	DefaultTaintWaitTimeout = 10 * time.Second
+	// device waits for the taint to show up in the API: the library's
+	// default.
+	DefaultTaintWaitTimeout = failfastplugin.DefaultDeviceFaultWaitTimeout
 )
 
 // ErrUnknownDevice is returned by SetBroken for a device the driver does not
@@ -63,37 +59,50 @@ type Config struct {
 	NumDevices int
 	// BrokenDevices is the initial broken set.
 	BrokenDevices []string
-	// TaintBroken turns on taint mode.
+	// TaintBroken turns on taint mode: a claim on a broken device fails
+	// with failfastplugin.DeviceFault instead of a plain permanent error,
+	// so that the library taints the device.
 	TaintBroken bool
 	// CDIDir is where CDI specs are written. Required.
 	CDIDir string
-	// KubeClient, if set, is used to wait until a new taint is visible in
-	// the API before a prepare call returns.
+	// KubeClient is the client of Start, for the kubelet plugin and for
+	// the library's wait until a new taint is visible in the API.
 	KubeClient kubernetes.Interface
-	// TaintWaitTimeout defaults to DefaultTaintWaitTimeout.
+	// TaintWaitTimeout bounds that wait (failfastplugin's
+	// DeviceFaultConfig.WaitTimeout): 0 is DefaultTaintWaitTimeout,
+	// negative does not wait.
 	TaintWaitTimeout time.Duration
 	// OnFatalError, if set, is called for background errors which are not
 	// recoverable (see kubeletplugin.DRAPlugin.HandleError).
 	OnFatalError func(err error)
 }
 
-// Publisher publishes ResourceSlices; *kubeletplugin.Helper is one.
+// Publisher publishes ResourceSlices; *kubeletplugin.Helper and
+// *failfastplugin.Helper are.
 type Publisher interface {
 	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
 }
 
+// faultPublisher is a Publisher that also keeps the device faults which
+// taint mode reports: *failfastplugin.Helper and
+// *failfastplugin.DeviceFaults are.
+type faultPublisher interface {
+	Publisher
+	ClearDeviceFault(ctx context.Context, devices ...failfastplugin.DeviceID) error
+	TaintedDevices() []failfastplugin.DeviceID
+}
+
 // Driver implements kubeletplugin.DRAPlugin. Start it with
-// failfastplugin.Start so that its permanent errors reach the kubelet as
-// such, then hand the helper to SetPublisher.
+// failfastplugin.StartWithDeviceFaults so that its permanent errors reach
+// the kubelet as such and taint mode taints, then hand the helper to
+// SetPublisher.
 type Driver struct {
-	driverName       string
-	nodeName         string
-	numDevices       int
-	taintBroken      bool
-	cdiDir           string
-	kubeClient       kubernetes.Interface
-	taintWaitTimeout time.Duration
-	onFatalError     func(error)
+	driverName   string
+	nodeName     string
+	numDevices   int
+	taintBroken  bool
+	cdiDir       string
+	onFatalError func(error)
 
 	// publishMu serializes computing and publishing the ResourceSlice so
 	// that an older state never overwrites a newer one.
@@ -104,8 +113,9 @@ type Driver struct {
 
 	mu        sync.Mutex
 	publisher Publisher
-	broken    map[string]bool
-	tainted   map[string]bool
+	// faults is the publisher if it keeps device faults, else nil.
+	faults faultPublisher
+	broken map[string]bool
 	// attempts counts prepare calls per claim for Transient. Unlike the
 	// stats it is not cleared by Reset.
 	attempts map[types.UID]int64
@@ -140,11 +150,8 @@ func New(cfg Config) (*Driver, error) {
 		numDevices:        cfg.NumDevices,
 		taintBroken:       cfg.TaintBroken,
 		cdiDir:            cfg.CDIDir,
-		kubeClient:        cfg.KubeClient,
-		taintWaitTimeout:  cfg.TaintWaitTimeout,
 		onFatalError:      cfg.OnFatalError,
 		broken:            map[string]bool{},
-		tainted:           map[string]bool{},
 		attempts:          map[types.UID]int64{},
 		unprepareFailures: map[types.UID]int64{},
 		unprepareAttempts: map[types.UID]int64{},
@@ -156,9 +163,6 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if d.numDevices == 0 {
 		d.numDevices = DefaultNumDevices
-	}
-	if d.taintWaitTimeout == 0 {
-		d.taintWaitTimeout = DefaultTaintWaitTimeout
 	}
 	if d.nodeName == "" {
 		return nil, errors.New("node name must be set")
@@ -194,8 +198,9 @@ func (d *Driver) hasDevice(name string) bool {
 }
 
 // Resources returns what the driver publishes now: one pool named after the
-// node with the devices in slices of at most DevicesPerSlice devices, broken
-// devices tainted in taint mode once a prepare call found them broken.
+// node with the devices in slices of at most DevicesPerSlice devices. The
+// taints of broken devices are not in it: failfastplugin adds them when it
+// publishes.
 func (d *Driver) Resources() resourceslice.DriverResources {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -212,13 +217,6 @@ func (d *Driver) resourcesLocked() resourceslice.DriverResources {
 				"index": {IntValue: ptrTo(int64(i))},
 				"model": {StringValue: ptrTo(DeviceModel)},
 			},
-		}
-		if d.tainted[name] {
-			device.Taints = []resourceapi.DeviceTaint{{
-				Key:    BrokenTaintKey,
-				Value:  "true",
-				Effect: resourceapi.DeviceTaintEffectNoSchedule,
-			}}
 		}
 		devices = append(devices, device)
 	}
@@ -237,9 +235,12 @@ func (d *Driver) resourcesLocked() resourceslice.DriverResources {
 // kubeletplugin.Helper) and publishes it. With the helper, this blocks until
 // the ResourceSlice informer has synced, that is until the API server
 // answers (or ctx is canceled). Once it returns nil, the driver is ready.
+// A publisher that keeps device faults (failfastplugin.Helper) is also where
+// SetBroken clears them and Stats finds the tainted devices.
 func (d *Driver) SetPublisher(ctx context.Context, publisher Publisher) error {
 	d.mu.Lock()
 	d.publisher = publisher
+	d.faults, _ = publisher.(faultPublisher)
 	d.mu.Unlock()
 	if err := d.publish(ctx); err != nil {
 		return err
@@ -293,35 +294,53 @@ func (d *Driver) Republish(ctx context.Context) error {
 }
 
 // SetBroken adds device to the broken set or removes it. Removing it also
-// removes its taint.
+// clears its fault in failfastplugin, which removes its taint.
 func (d *Driver) SetBroken(ctx context.Context, device string, broken bool) error {
 	if !d.hasDevice(device) {
 		return fmt.Errorf("device %q: %w", device, ErrUnknownDevice)
 	}
 	d.mu.Lock()
-	untaint := !broken && d.tainted[device]
 	if broken {
 		d.broken[device] = true
 	} else {
 		delete(d.broken, device)
-		delete(d.tainted, device)
 	}
+	faults := d.faults
 	d.mu.Unlock()
 	klog.FromContext(ctx).Info("Changed broken set", "device", device, "broken", broken)
-	if untaint {
-		return d.publish(ctx)
+	if !broken && faults != nil {
+		if err := faults.ClearDeviceFault(ctx, d.deviceID(device)); err != nil {
+			return fmt.Errorf("clear fault of device %s: %w", device, err)
+		}
 	}
 	return nil
+}
+
+func (d *Driver) deviceID(device string) failfastplugin.DeviceID {
+	return failfastplugin.DeviceID{Pool: d.nodeName, Device: device}
 }
 
 // Stats returns a copy of the counters.
 func (d *Driver) Stats() Stats {
 	d.mu.Lock()
+	faults := d.faults
+	d.mu.Unlock()
+	// Asked without holding d.mu: the library has locks of its own.
+	tainted := map[string]bool{}
+	if faults != nil {
+		for _, device := range faults.TaintedDevices() {
+			if device.Pool == d.nodeName {
+				tainted[device.Device] = true
+			}
+		}
+	}
+
+	d.mu.Lock()
 	defer d.mu.Unlock()
 	stats := Stats{
 		Claims:         make(map[string]ClaimStats, len(d.stats)),
 		BrokenDevices:  sortedKeys(d.broken),
-		TaintedDevices: sortedKeys(d.tainted),
+		TaintedDevices: sortedKeys(tainted),
 	}
 	for uid, claim := range d.stats {
 		c := *claim
@@ -510,14 +529,19 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		}
 	}
 	if len(broken) > 0 {
-		if d.taintBroken {
-			d.taint(ctx, broken)
-		}
 		msgs := make([]string, len(broken))
+		ids := make([]failfastplugin.DeviceID, len(broken))
 		for i, device := range broken {
 			msgs[i] = fmt.Sprintf("device %s is broken", device)
+			ids[i] = d.deviceID(device)
 		}
-		return nil, allocated, behavior, false, failfastplugin.Permanent(fmt.Errorf("claim %s: %s", klog.KObj(claim), strings.Join(msgs, ", ")))
+		err := fmt.Errorf("claim %s: %s", klog.KObj(claim), strings.Join(msgs, ", "))
+		if d.taintBroken {
+			// failfastplugin taints the devices before the kubelet
+			// gets the answer.
+			return nil, allocated, behavior, false, failfastplugin.DeviceFault(err, ids...)
+		}
+		return nil, allocated, behavior, false, failfastplugin.Permanent(err)
 	}
 
 	if behavior.prepare == PrepareTransient && (behavior.failures == 0 || attempt <= behavior.failures) {
@@ -581,72 +605,6 @@ func (d *Driver) writeCDI(claim *resourceapi.ResourceClaim, results []resourceap
 		return nil, fmt.Errorf("claim %s: %w", klog.KObj(claim), err)
 	}
 	return devices, nil
-}
-
-// taint publishes the broken taint on devices (those still broken) and
-// waits until the API has it, so that the scheduler avoids the devices
-// before the kubelet fails the pod.
-func (d *Driver) taint(ctx context.Context, devices []string) {
-	logger := klog.FromContext(ctx)
-	d.mu.Lock()
-	var changed, wanted []string
-	for _, device := range devices {
-		if !d.broken[device] {
-			continue
-		}
-		wanted = append(wanted, device)
-		if !d.tainted[device] {
-			d.tainted[device] = true
-			changed = append(changed, device)
-		}
-	}
-	d.mu.Unlock()
-	if len(changed) > 0 {
-		logger.Info("Tainting broken devices", "devices", changed, "taint", BrokenTaintKey)
-		if err := d.publish(ctx); err != nil {
-			logger.Error(err, "Tainting broken devices failed", "devices", changed)
-			return
-		}
-	}
-	if d.kubeClient == nil || len(wanted) == 0 {
-		return
-	}
-	// Also wait when another call published the taint: it may still be
-	// on its way to the API server.
-	if err := d.waitForTaints(ctx, wanted); err != nil {
-		logger.Error(err, "Taint not visible in the API, failing the claim anyway", "devices", wanted)
-	}
-}
-
-func (d *Driver) waitForTaints(ctx context.Context, devices []string) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, d.taintWaitTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := d.kubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-			FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + d.nodeName + "," + resourceapi.ResourceSliceSelectorDriver + "=" + d.driverName,
-		})
-		if err != nil {
-			klog.FromContext(ctx).V(4).Info("Listing ResourceSlices failed, retrying", "err", err)
-			return false, nil
-		}
-		found := map[string]bool{}
-		for _, slice := range list.Items {
-			if slice.Spec.Driver != d.driverName || slice.Spec.NodeName == nil || *slice.Spec.NodeName != d.nodeName {
-				continue
-			}
-			for _, device := range slice.Spec.Devices {
-				for _, taint := range device.Taints {
-					if taint.Key == BrokenTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
-						found[device.Name] = true
-					}
-				}
-			}
-		}
-		for _, device := range devices {
-			if !found[device] {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin. It removes

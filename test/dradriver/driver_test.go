@@ -23,9 +23,17 @@ import (
 // validCDIName are the CDI device names container-device-interface accepts.
 var validCDIName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$`)
 
+// prepareOne prepares claim, through the device faults of the driver's
+// publisher if it has them (taint mode, see newTestDriver).
 func prepareOne(t *testing.T, d *Driver, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	t.Helper()
-	got, err := d.PrepareResourceClaims(t.Context(), []*resourceapi.ResourceClaim{claim})
+	var plugin kubeletplugin.DRAPlugin = d
+	d.mu.Lock()
+	if faults, ok := d.publisher.(*failfastplugin.DeviceFaults); ok {
+		plugin = faults.Wrap(d)
+	}
+	d.mu.Unlock()
+	got, err := plugin.PrepareResourceClaims(t.Context(), []*resourceapi.ResourceClaim{claim})
 	if err != nil {
 		t.Fatalf("PrepareResourceClaims: %v", err)
 	}
@@ -372,8 +380,19 @@ func TestBrokenDevice(t *testing.T) {
 			claim := newClaim("broken", tc.devices)
 			for call := 1; call <= 2; call++ {
 				res := prepareOne(t, d, claim)
-				if !failfastplugin.IsPermanent(res.Err) || !strings.Contains(res.Err.Error(), tc.wantMsg) {
+				if !failfastplugin.IsPermanent(res.Err) || !strings.Contains(res.Err.Error(), tc.wantMsg) || strings.Contains(res.Err.Error(), "not tainted") {
 					t.Fatalf("call %d: got %v, want permanent error containing %q", call, res.Err, tc.wantMsg)
+				}
+				// Taint mode reports the broken devices to the library.
+				var faultDevices []string
+				for _, device := range failfastplugin.FaultDevices(res.Err) {
+					if device.Pool == testNode {
+						faultDevices = append(faultDevices, device.Device)
+					}
+				}
+				slices.Sort(faultDevices)
+				if !reflect.DeepEqual(faultDevices, tc.wantTainted) {
+					t.Errorf("call %d: device fault for %v, want %v", call, faultDevices, tc.wantTainted)
 				}
 				got := publisher.taints()
 				slices.Sort(got)

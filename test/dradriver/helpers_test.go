@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 const (
@@ -81,7 +83,8 @@ func (p *fakePublisher) count() int {
 	return len(p.published)
 }
 
-// taints returns the devices with the broken taint in the last publication.
+// taints returns the devices with the device fault taint in the last
+// publication.
 func (p *fakePublisher) taints() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -97,7 +100,7 @@ func taintedDevices(resources resourceslice.DriverResources) []string {
 		for _, slice := range pool.Slices {
 			for _, device := range slice.Devices {
 				for _, taint := range device.Taints {
-					if taint.Key == BrokenTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+					if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
 						tainted = append(tainted, device.Name)
 					}
 				}
@@ -108,7 +111,9 @@ func taintedDevices(resources resourceslice.DriverResources) []string {
 }
 
 // newTestDriver returns a driver for testNode with a CDI dir in t.TempDir()
-// and a fake publisher.
+// and a fake publisher. In taint mode, the driver publishes through
+// failfastplugin's device faults (without waiting for an API server), and
+// prepareOne calls it through them, as StartWithDeviceFaults does.
 func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 	t.Helper()
 	cfg.NodeName = testNode
@@ -120,10 +125,26 @@ func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 		t.Fatalf("New: %v", err)
 	}
 	publisher := &fakePublisher{}
-	if err := d.SetPublisher(t.Context(), publisher); err != nil {
+	var driverPublisher Publisher = publisher
+	if cfg.TaintBroken {
+		faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{WaitTimeout: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		faults.SetPublisher(publisher)
+		driverPublisher = faults
+	}
+	if err := d.SetPublisher(t.Context(), driverPublisher); err != nil {
 		t.Fatalf("SetPublisher: %v", err)
 	}
 	return d, publisher
+}
+
+// last returns the last publication.
+func (p *fakePublisher) last() resourceslice.DriverResources {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.published[len(p.published)-1]
 }
 
 // fakeClusterClient is a fake API server with the test node and claims, for

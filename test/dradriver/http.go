@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
 
@@ -28,6 +29,9 @@ const maxBehaviorBody = 2 * MaxMessageBytes
 //	DELETE /behavior?namespace=NS    204, removes the override of namespace NS
 //	POST   /republish                204, publishes the ResourceSlices again now (see
 //	                                 Driver.Republish); 503 before the driver publishes
+//	GET    /metrics                  the metrics in legacyregistry, among them failfastplugin's
+//	                                 (dra_failfast_plugin_device_taint_*: taint failures and
+//	                                 how long prepare calls waited for taints)
 //
 // An unknown device is 404, a missing device or namespace parameter 400.
 func Handler(d *Driver) http.Handler {
@@ -41,6 +45,7 @@ func Handler(d *Driver) http.Handler {
 		}
 		_, _ = fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /metrics", legacyregistry.Handler())
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -3,6 +3,8 @@ package dradriver
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,13 +22,15 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 // TestRoundTrip starts the driver the way cmd/dra-test-driver does (Start:
-// failfastplugin.Start on unix sockets under a kubelet root dir in a temp
-// dir) against a fake API server, and talks to it like the kubelet does
-// with the stock v1 DRA gRPC client: only the permanently failing claims
-// carry error_type = Permanent on the wire.
+// failfastplugin.StartWithDeviceFaults on unix sockets under a kubelet root
+// dir in a temp dir) against a fake API server, and talks to it like the
+// kubelet does with the stock v1 DRA gRPC client: only the permanently
+// failing claims carry error_type = Permanent on the wire, and the broken
+// device is tainted before its answer comes back.
 func TestRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	rootDir := t.TempDir()
@@ -153,7 +157,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, slice := range list.Items {
 		for _, device := range slice.Spec.Devices {
 			for _, taint := range device.Taints {
-				if taint.Key == BrokenTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+				if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
 					tainted = append(tainted, device.Name)
 				}
 			}
@@ -200,6 +204,29 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("stats of %s = %+v, want %d prepare and %d unprepare calls", name, got, want[0], want[1])
 		}
 	}
+	if !slices.Equal(stats.TaintedDevices, []string{"dev-1"}) {
+		t.Errorf("stats: tainted devices %v, want [dev-1]", stats.TaintedDevices)
+	}
+
+	// How long the prepare call waited for the taint, in the metrics.
+	metrics := httpGet(t, "http://"+running.StatsAddress+"/metrics")
+	waitCount := `dra_failfast_plugin_device_taint_wait_duration_seconds_count{driver_name="` + testDriver + `"} 1`
+	if !strings.Contains(metrics, waitCount) {
+		t.Errorf("/metrics does not contain %s", waitCount)
+	}
+	for line := range strings.Lines(metrics) {
+		if strings.HasPrefix(line, `dra_failfast_plugin_device_taint_wait_duration_seconds_sum{driver_name="`+testDriver+`"}`) {
+			t.Logf("taint wait: %s", strings.TrimSpace(line))
+		}
+	}
+
+	// Repairing the device removes the taint.
+	if err := statsClient.SetBroken(ctx, "dev-1", false); err != nil {
+		t.Fatal(err)
+	}
+	waitForSlice(ctx, t, client, func(slice *resourceapi.ResourceSlice) bool {
+		return !slices.ContainsFunc(slice.Spec.Devices, func(device resourceapi.Device) bool { return len(device.Taints) > 0 })
+	})
 
 	// Stop removes the sockets.
 	running.Stop()
@@ -240,4 +267,22 @@ func waitForSlice(ctx context.Context, t *testing.T, client *fake.Clientset, ok 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(body)
 }

@@ -102,7 +102,7 @@ func RegistrationSocketPath(kubeletRootDir, driverName string) string {
 // Running is a started driver.
 type Running struct {
 	Driver *Driver
-	Helper *kubeletplugin.Helper
+	Helper *failfastplugin.Helper
 	// StatsAddress is the address the HTTP endpoint listens on, empty
 	// without one.
 	StatsAddress string
@@ -121,8 +121,9 @@ func (r *Running) Done() <-chan struct{} { return r.ctx.Done() }
 func (r *Running) Err() error { return context.Cause(r.ctx) }
 
 // Start starts the driver: the HTTP endpoint, the kubelet plugin
-// (registration and DRA gRPC service, through failfastplugin.Start) and the
-// ResourceSlice of the node. It returns once the ResourceSlice informer has
+// (registration and DRA gRPC service, through
+// failfastplugin.StartWithDeviceFaults, which also taints broken devices in
+// taint mode) and the ResourceSlice of the node. It returns once the ResourceSlice informer has
 // synced, so it waits for the API server (or for ctx). The driver stops when
 // ctx is canceled, when a fatal error happens in the background (see Done)
 // or with Stop.
@@ -183,19 +184,24 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		logger.Info("Serving stats endpoint", "address", r.StatsAddress)
 	}
 
+	// The device fault config passes driver name, node name and client to
+	// kubeletplugin too.
+	faultConfig := failfastplugin.DeviceFaultConfig{
+		DriverName:  driver.DriverName(),
+		NodeName:    driver.nodeName,
+		KubeClient:  opts.KubeClient,
+		WaitTimeout: opts.TaintWaitTimeout,
+	}
 	pluginOpts := append([]kubeletplugin.Option{
-		kubeletplugin.DriverName(driver.DriverName()),
-		kubeletplugin.NodeName(driver.nodeName),
-		kubeletplugin.KubeClient(opts.KubeClient),
 		kubeletplugin.RegistrarDirectoryPath(registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDataDir),
 		kubeletplugin.HealthService(false),
-		// failfastplugin.Start appends its interceptor after this one,
+		// failfastplugin appends its interceptor after this one,
 		// which makes it the inner one: this one sees error_type set.
 		driver.GRPCInterceptor(),
 	}, grpcAPI.pluginOptions()...)
 	pluginOpts = append(pluginOpts, opts.PluginOptions...)
-	helper, err := failfastplugin.Start(ctx, driver, pluginOpts...)
+	helper, err := failfastplugin.StartWithDeviceFaults(ctx, driver, faultConfig, pluginOpts...)
 	if err != nil {
 		r.stop()
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)

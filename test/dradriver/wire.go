@@ -64,9 +64,9 @@ func (r *wireRecorder) get() map[types.UID]wireAction {
 
 // GRPCInterceptor returns the kubeletplugin option that applies the wire
 // behavior (WireSpec) of the claims to the NodePrepareResources answers.
-// Start adds it; failfastplugin.Start appends its own interceptor after it,
-// which makes that one the inner one, so that this one sees the answer with
-// error_type already set.
+// Start adds it; failfastplugin.StartWithDeviceFaults appends its own
+// interceptor after it, which makes that one the inner one, so that this one
+// sees the answer with error_type already set.
 func (d *Driver) GRPCInterceptor() kubeletplugin.Option {
 	return kubeletplugin.GRPCInterceptor(d.unaryServerInterceptor)
 }

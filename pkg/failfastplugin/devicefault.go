@@ -1,0 +1,204 @@
+package failfastplugin
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+)
+
+// DeviceID names one device of the driver: its pool and its name in the
+// pool, as in the allocation result of a claim
+// (DeviceRequestAllocationResult.Pool and .Device). Device names are only
+// unique within a pool, and a driver may publish several pools.
+type DeviceID struct {
+	Pool   string
+	Device string
+}
+
+// String returns "pool/device".
+func (id DeviceID) String() string { return id.Pool + "/" + id.Device }
+
+func compareDeviceIDs(a, b DeviceID) int {
+	return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Device, b.Device))
+}
+
+// DeviceFault reports that preparing a claim failed because devices are
+// broken. Return it as the claim's PrepareResult.Err:
+//
+//	return kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFault(err, failfastplugin.DeviceID{Pool: pool, Device: device})}
+//
+// The error is permanent (see Permanent) and its text is err's. A driver
+// started with StartWithDeviceFaults (or wrapped by DeviceFaults.Wrap) taints
+// the devices in its ResourceSlices and waits until the taints are visible in
+// the API before the kubelet gets the answer, so that the scheduler gives the
+// replacement pod other devices instead of failing it the same way. When that
+// does not work, the claim still fails permanently, and the message says that
+// the devices were not tainted. DeviceFault(nil, ...) is nil.
+//
+// The devices survive wrapping with %w and errors.Join, like the permanent
+// mark; a claim whose error joins several device faults taints all their
+// devices.
+func DeviceFault(err error, devices ...DeviceID) error {
+	if err == nil {
+		return nil
+	}
+	return Permanent(&deviceFaultError{err: err, devices: slices.Clone(devices)})
+}
+
+// FaultDevices returns the devices of all DeviceFault errors in err's tree,
+// each once, in the order in which they were reported; nil if there are none.
+func FaultDevices(err error) []DeviceID {
+	var devices []DeviceID
+	collectFaultDevices(err, &devices)
+	return devices
+}
+
+func collectFaultDevices(err error, devices *[]DeviceID) {
+	for err != nil {
+		if fault, ok := err.(*deviceFaultError); ok {
+			for _, device := range fault.devices {
+				if !slices.Contains(*devices, device) {
+					*devices = append(*devices, device)
+				}
+			}
+		}
+		switch wrapped := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, inner := range wrapped.Unwrap() {
+				collectFaultDevices(inner, devices)
+			}
+			return
+		case interface{ Unwrap() error }:
+			err = wrapped.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+// deviceFaultError carries the devices of a DeviceFault without changing the
+// text of the error.
+type deviceFaultError struct {
+	err     error
+	devices []DeviceID
+}
+
+func (e *deviceFaultError) Error() string { return e.err.Error() }
+func (e *deviceFaultError) Unwrap() error { return e.err }
+
+const (
+	// maxKubeletMessageLen is how much of a claim's error message the
+	// kubelet keeps (pkg/kubelet/cm/dra): a note that the devices were not
+	// tainted must fit into it, or nobody sees it.
+	maxKubeletMessageLen = 256
+	// maxNoteLen bounds that note, so that most of the driver's own message
+	// survives next to it.
+	maxNoteLen = 128
+	// truncatedMark ends a cut text.
+	truncatedMark = "..."
+)
+
+// notTaintedError is a device fault whose devices could not all be tainted:
+// the claim still fails permanently, and its message ends with why the
+// devices were not tainted. The driver's text is cut when the whole would not
+// fit into what the kubelet keeps.
+type notTaintedError struct {
+	err   error
+	cause error
+}
+
+func (e *notTaintedError) Error() string {
+	note := " (" + truncate(e.cause.Error(), maxNoteLen) + ")"
+	return truncate(e.err.Error(), maxKubeletMessageLen-len(note)) + note
+}
+
+func (e *notTaintedError) Unwrap() []error { return []error{e.err, e.cause} }
+
+// notTainted describes why devices were not tainted, one clause per reason:
+// "device p/d-1 not tainted: ...; devices p/d-2, p/d-3 not tainted: ...".
+func notTainted(devices []DeviceID, failures map[DeviceID]*taintFailure) error {
+	var (
+		texts    []string
+		byReason = map[string][]string{}
+	)
+	for _, device := range devices {
+		failure := failures[device]
+		if failure == nil {
+			continue
+		}
+		text := failure.err.Error()
+		if _, ok := byReason[text]; !ok {
+			texts = append(texts, text)
+		}
+		byReason[text] = append(byReason[text], device.String())
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	clauses := make([]string, 0, len(texts))
+	for _, text := range texts {
+		names := byReason[text]
+		noun := "device"
+		if len(names) > 1 {
+			noun = "devices"
+		}
+		clauses = append(clauses, fmt.Sprintf("%s %s not tainted: %s", noun, strings.Join(names, ", "), text))
+	}
+	return fmt.Errorf("%s", strings.Join(clauses, "; "))
+}
+
+// truncate cuts s to at most maxLen bytes on a rune boundary, ending with
+// truncatedMark when anything was cut.
+func truncate(s string, maxLen int) string {
+	if len(s) <= maxLen {
+		return s
+	}
+	if maxLen < len(truncatedMark) {
+		return ""
+	}
+	cut := maxLen - len(truncatedMark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMark
+}
+
+// defaultTaintValue is the taint value when the text of a fault cannot be
+// turned into one.
+const defaultTaintValue = "device-fault"
+
+// taintValue turns the text of a fault into the value of its taint, so that
+// the taint says why: a label value, that is at most 63 letters, digits, '-',
+// '_' and '.', starting and ending with a letter or digit. Everything else
+// becomes a '-', runs of them one.
+func taintValue(text string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range text {
+		if b.Len() >= content.LabelValueMaxLength {
+			break
+		}
+		if r >= utf8.RuneSelf || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.') {
+			dash = true
+			continue
+		}
+		if dash && b.Len() > 0 {
+			b.WriteByte('-')
+		}
+		dash = false
+		b.WriteRune(r)
+	}
+	value := b.String()
+	if len(value) > content.LabelValueMaxLength {
+		value = value[:content.LabelValueMaxLength]
+	}
+	value = strings.Trim(value, "-_.")
+	if value == "" {
+		return defaultTaintValue
+	}
+	return value
+}
