@@ -2,8 +2,9 @@
 // single-node cluster running the patched kubelet with
 // DRAHandlePermanentDriverFailures on and the test DRA driver: a healthy DRA
 // pod runs, a pod with invalid device config fails within seconds with a
-// clear Reason, Message and Event, and a pod that fails transiently is
-// retried and runs. It prints real kubectl output, a summary, and tears the
+// clear Reason, Message and Event, a pod that fails transiently is retried
+// and runs, and once the driver's admission webhook is registered the same
+// invalid config is refused at kubectl apply. It prints real kubectl output, a summary, and tears the
 // cluster down (--keep leaves it up).
 //
 // Run it as root from the repository after `make build` (`make demo` does both).
@@ -77,7 +78,7 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	kubectl(ctx, c, "get", "nodes", "-o", "wide")
 
 	section("Starting the test DRA driver (driver.dra-failfast.test, 8 devices)")
-	if driver, err = framework.StartDriver(ctx, c, framework.DriverOptions{}); err != nil {
+	if driver, err = framework.StartDriver(ctx, c, framework.DriverOptions{Webhook: true}); err != nil {
 		return err
 	}
 	manifests := filepath.Join(root, "test", "dradriver", "deploy")
@@ -97,6 +98,12 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	section("3. A pod whose driver fails transiently once: retried at the next pod resync (~1 min), then Running")
 	results = append(results, demoPod(ctx, c, manifests, "transient", "Running after retries", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }))
 	kubectl(ctx, c, "get", "events", "--field-selector", "involvedObject.name=transient", "--sort-by=.lastTimestamp")
+
+	section("4. With the driver's admission webhook registered, invalid device config is refused at kubectl apply")
+	if err := driver.RegisterWebhook(ctx, c); err != nil {
+		return err
+	}
+	results = append(results, demoDenied(ctx, c, manifests))
 
 	stats, err := driver.Client.Stats(ctx)
 	if err != nil {
@@ -134,6 +141,36 @@ func demoPod(ctx context.Context, c *localcluster.Cluster, dir, name, want strin
 		}
 	}
 	kubectl(ctx, c, "get", "pod", name, "-o", "wide")
+	return result
+}
+
+// demoDenied applies the claim template of permanent.yaml (invalid device
+// config) under another name and shows that the driver's webhook refuses it
+// with the driver's validation message.
+func demoDenied(ctx context.Context, c *localcluster.Cluster, dir string) outcome {
+	start := time.Now()
+	data, err := os.ReadFile(filepath.Join(dir, "permanent.yaml"))
+	result := outcome{name: "webhook", want: "apply denied", got: "apply admitted"}
+	if err != nil {
+		result.got = err.Error()
+		return result
+	}
+	// Only the ResourceClaimTemplate document, renamed.
+	var template string
+	for _, doc := range strings.Split(string(data), "\n---") {
+		if strings.Contains(doc, "kind: ResourceClaimTemplate") {
+			template = strings.Replace(doc, "name: permanent", "name: refused", 1)
+		}
+	}
+	fmt.Printf("\n$ kubectl apply -f - <<EOF%s\nEOF\n", template)
+	cmd := c.Kubectl(ctx, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(template)
+	out, err := cmd.CombinedOutput()
+	fmt.Print(string(out))
+	if err != nil && strings.Contains(string(out), "denied the request") {
+		result.got, result.ok = "apply denied", true
+	}
+	result.elapsed = time.Since(start)
 	return result
 }
 

@@ -29,12 +29,30 @@
 //	                                starting kubelet deleted them
 //	GET    /metrics                 metrics, e.g. dra_failfast_plugin_device_taint_wait_duration_seconds
 //
+// With --webhook-address it also serves a validating admission webhook over
+// HTTPS that denies ResourceClaims, ResourceClaimTemplates and DeviceClasses
+// whose PrepareBehavior config for the driver is invalid, with the message
+// that prepare would give (pkg/failfastplugin/admission):
+//
+//	dra-test-driver ... --webhook-address=127.0.0.1:8443 \
+//	    --webhook-cert-file=tls.crt --webhook-key-file=tls.key
+//
+//	POST   /validate                admission.k8s.io/v1 AdmissionReview (--webhook-path)
+//	GET    /healthz, /readyz        200 "ok"
+//	GET    /metrics                 e.g. dra_failfast_plugin_admission_decisions_total
+//
+// The certificate and key are read again when the files change. With
+// --webhook-only it serves just the webhook: no kubelet plugin, no
+// ResourceSlices, no API server connection, so that the webhook can be
+// stopped while the driver keeps running.
+//
 // It stops on SIGINT or SIGTERM, removing its sockets; the ResourceSlices
 // stay.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,6 +66,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission"
 	"github.com/dra-failfast/dra-failfast/test/dradriver"
 )
 
@@ -64,6 +83,8 @@ type config struct {
 	statsAddress  string
 	taintWait     time.Duration
 	grpcAPI       dradriver.GRPCAPI
+	webhook       dradriver.WebhookOptions
+	webhookOnly   bool
 }
 
 func main() {
@@ -99,6 +120,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&cfg.statsAddress, "stats-address", "", "host:port of the HTTP stats/control endpoint, e.g. 127.0.0.1:8081 (empty: none)")
 	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API (negative: do not wait)")
 	fs.StringVar(&grpcAPI, "grpc-api", string(dradriver.GRPCAPIBoth), fmt.Sprintf("DRA gRPC services to serve: %s, %s or %s (only v1 carries the permanent mark)", dradriver.GRPCAPIV1, dradriver.GRPCAPIV1beta1, dradriver.GRPCAPIBoth))
+	fs.StringVar(&cfg.webhook.Address, "webhook-address", "", "host:port of the HTTPS validating admission webhook for the driver's opaque config, e.g. 127.0.0.1:8443 (empty: none)")
+	fs.StringVar(&cfg.webhook.CertFile, "webhook-cert-file", "", "PEM serving certificate (chain) of the webhook, reloaded when it changes; required with --webhook-address")
+	fs.StringVar(&cfg.webhook.KeyFile, "webhook-key-file", "", "PEM private key of the webhook's certificate, reloaded when it changes; required with --webhook-address")
+	fs.StringVar(&cfg.webhook.Path, "webhook-path", admission.DefaultPath, "URL path of the webhook, the path in the ValidatingWebhookConfiguration's clientConfig")
+	fs.BoolVar(&cfg.webhookOnly, "webhook-only", false, "serve only the webhook: no kubelet plugin, no ResourceSlices, no API server connection")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -113,6 +139,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return config{}, fmt.Errorf("--grpc-api: %w", err)
 	}
 	cfg.grpcAPI = api
+	switch {
+	case cfg.webhook.Address != "" && (cfg.webhook.CertFile == "" || cfg.webhook.KeyFile == ""):
+		return config{}, errors.New("--webhook-address needs --webhook-cert-file and --webhook-key-file")
+	case cfg.webhook.Address == "" && (cfg.webhook.CertFile != "" || cfg.webhook.KeyFile != ""):
+		return config{}, errors.New("--webhook-cert-file and --webhook-key-file need --webhook-address")
+	case cfg.webhookOnly && cfg.webhook.Address == "":
+		return config{}, errors.New("--webhook-only needs --webhook-address")
+	case !strings.HasPrefix(cfg.webhook.Path, "/"):
+		return config{}, fmt.Errorf("--webhook-path %q does not start with /", cfg.webhook.Path)
+	}
 	for _, device := range strings.Split(broken, ",") {
 		if device = strings.TrimSpace(device); device != "" {
 			cfg.brokenDevices = append(cfg.brokenDevices, device)
@@ -126,6 +162,10 @@ func run(cfg config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, logger)
+
+	if cfg.webhookOnly {
+		return runWebhook(ctx, cfg)
+	}
 
 	nodeName := cfg.nodeName
 	if nodeName == "" {
@@ -161,6 +201,7 @@ func run(cfg config) error {
 		KubeletRootDir: cfg.rootDir,
 		StatsAddress:   cfg.statsAddress,
 		GRPCAPI:        cfg.grpcAPI,
+		Webhook:        cfg.webhook,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -177,5 +218,19 @@ func run(cfg config) error {
 		return cause
 	}
 	logger.Info("Stopped by signal")
+	return nil
+}
+
+// runWebhook serves only the admission webhook, until a signal.
+func runWebhook(ctx context.Context, cfg config) error {
+	webhook, err := dradriver.StartWebhook(ctx, cfg.driverName, cfg.webhook)
+	if err != nil {
+		return err
+	}
+	<-webhook.Done()
+	if err := webhook.Err(); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Stopped by signal")
 	return nil
 }

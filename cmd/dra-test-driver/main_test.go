@@ -30,6 +30,26 @@ func TestParseFlags(t *testing.T) {
 				return cfg.devices == 256 && reflect.DeepEqual(cfg.brokenDevices, []string{"dev-1", "dev-255"})
 			},
 		},
+		"webhook": {
+			args: []string{"--webhook-address=127.0.0.1:8443", "--webhook-cert-file=tls.crt", "--webhook-key-file=tls.key"},
+			check: func(cfg config) bool {
+				return cfg.webhook == dradriver.WebhookOptions{Address: "127.0.0.1:8443", CertFile: "tls.crt", KeyFile: "tls.key", Path: "/validate"} && !cfg.webhookOnly
+			},
+		},
+		"webhook only, own path": {
+			args: []string{"--webhook-only", "--webhook-address=:9443", "--webhook-cert-file=c", "--webhook-key-file=k", "--webhook-path=/dra"},
+			check: func(cfg config) bool {
+				return cfg.webhookOnly && cfg.webhook.Address == ":9443" && cfg.webhook.Path == "/dra"
+			},
+		},
+		"no webhook by default":    {check: func(cfg config) bool { return cfg.webhook.Address == "" && !cfg.webhookOnly }},
+		"webhook without key":      {args: []string{"--webhook-address=:8443", "--webhook-cert-file=c"}, wantErr: "--webhook-address needs --webhook-cert-file and --webhook-key-file"},
+		"cert without webhook":     {args: []string{"--webhook-cert-file=c", "--webhook-key-file=k"}, wantErr: "--webhook-cert-file and --webhook-key-file need --webhook-address"},
+		"webhook only, no address": {args: []string{"--webhook-only"}, wantErr: "--webhook-only needs --webhook-address"},
+		"relative webhook path": {
+			args:    []string{"--webhook-address=:8443", "--webhook-cert-file=c", "--webhook-key-file=k", "--webhook-path=validate"},
+			wantErr: `--webhook-path "validate" does not start with /`,
+		},
 		"unknown gRPC API": {args: []string{"--grpc-api=v2"}, wantErr: `--grpc-api: gRPC API "v2" is not one of "v1", "v1beta1", "both"`},
 		"too many devices": {args: []string{"--devices=257"}, wantErr: "--devices must be between 1 and 256, got 257"},
 		"no devices":       {args: []string{"--devices=0"}, wantErr: "--devices must be between 1 and 256, got 0"},

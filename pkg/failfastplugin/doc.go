@@ -72,6 +72,14 @@
 //
 //	http.Handle("/metrics", legacyregistry.Handler())
 //
+// # Invalid configuration
+//
+// For invalid opaque config, package
+// github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission runs one
+// validation function both in a validating admission webhook, which denies
+// the ResourceClaim, ResourceClaimTemplate or DeviceClass before any pod
+// exists, and at prepare time, where it fails the claim with Permanent.
+//
 // # Wrapping errors
 //
 // The mark survives wrapping with %w (fmt.Errorf("...: %w", err),

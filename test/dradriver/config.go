@@ -1,6 +1,7 @@
 package dradriver
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission"
 )
 
 const (
@@ -295,23 +299,36 @@ func (b effectiveBehavior) errorText(fallback string) string {
 	return strings.Repeat(messageOr(b.message, fallback), max(b.messageRepeat, 1))
 }
 
-// claimBehavior parses all opaque configurations of the driver in the
-// allocation of claim. An invalid configuration is an error (which the
-// caller marks as permanent) that names the claim, the configuration, the
-// requests it applies to and the problem; all invalid configurations are
-// reported, not only the first.
+// ValidateConfig is the driver's one validation of its opaque config: the
+// admission webhook (--webhook-address) runs it on ResourceClaims,
+// ResourceClaimTemplates and DeviceClasses, and prepare runs it through
+// admission.ValidateClaim, so that both reject the same configs with the
+// same message.
+func ValidateConfig(_ context.Context, cfg admission.OpaqueConfig) error {
+	_, err := ParsePrepareBehavior(cfg.Parameters.Raw)
+	return err
+}
+
+// claimBehavior validates and parses all opaque configurations of the driver
+// in the allocation of claim. Invalid configurations fail the claim
+// permanently (admission.ValidateClaim with ValidateConfig): the error names
+// the claim, each invalid configuration, the requests it applies to and the
+// problem, as the webhook does.
 //
 // The configurations are combined: Permanent wins over Transient, which wins
 // over Succeed; of several Transient configurations the one with the most
 // failures wins, "forever" (0) counting as most. The winning configuration
 // brings its message, messageRepeat and wire; unprepareFailures is the
 // largest of all configurations.
-func (d *Driver) claimBehavior(claim *resourceapi.ResourceClaim) (effectiveBehavior, error) {
+func (d *Driver) claimBehavior(ctx context.Context, claim *resourceapi.ResourceClaim) (effectiveBehavior, error) {
 	result := effectiveBehavior{prepare: PrepareSucceed}
 	if claim.Status.Allocation == nil {
 		return result, nil
 	}
-	var errs []error
+	if err := admission.ValidateClaim(ctx, d.driverName, claim, ValidateConfig); err != nil {
+		// Permanent unless the validation itself failed.
+		return effectiveBehavior{}, err
+	}
 	var unprepareFailures int64
 	for i, config := range claim.Status.Allocation.Devices.Config {
 		if config.Opaque == nil || config.Opaque.Driver != d.driverName {
@@ -319,9 +336,10 @@ func (d *Driver) claimBehavior(claim *resourceapi.ResourceClaim) (effectiveBehav
 		}
 		behavior, err := ParsePrepareBehavior(config.Opaque.Parameters.Raw)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("claim %s: invalid opaque device config #%d (source %s) for %s of driver %s: %w",
-				klog.KObj(claim), i, configSource(config.Source), describeRequests(config.Requests), d.driverName, err))
-			continue
+			// ValidateConfig accepted it: only a parser that is not
+			// deterministic gets here.
+			return effectiveBehavior{}, failfastplugin.Permanent(fmt.Errorf("ResourceClaim %s: opaque device config status.allocation.devices.config[%d] of driver %s: %w",
+				klog.KObj(claim), i, d.driverName, err))
 		}
 		candidate := behaviorOf(&behavior.BehaviorSpec)
 		unprepareFailures = max(unprepareFailures, candidate.unprepareFailures)
@@ -339,36 +357,8 @@ func (d *Driver) claimBehavior(claim *resourceapi.ResourceClaim) (effectiveBehav
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return effectiveBehavior{}, errors.Join(errs...)
-	}
 	result.unprepareFailures = unprepareFailures
 	return result, nil
-}
-
-func configSource(source resourceapi.AllocationConfigSource) string {
-	switch source {
-	case resourceapi.AllocationConfigSourceClass:
-		return "DeviceClass"
-	case resourceapi.AllocationConfigSourceClaim:
-		return "ResourceClaim"
-	default:
-		return strconv.Quote(string(source))
-	}
-}
-
-func describeRequests(requests []string) string {
-	if len(requests) == 0 {
-		return "all requests"
-	}
-	quoted := make([]string, len(requests))
-	for i, request := range requests {
-		quoted[i] = strconv.Quote(request)
-	}
-	if len(quoted) == 1 {
-		return "request " + quoted[0]
-	}
-	return "requests " + strings.Join(quoted, ", ")
 }
 
 func abbreviate(s string) string {

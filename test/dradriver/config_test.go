@@ -273,8 +273,8 @@ func TestInvalidConfigIsPermanent(t *testing.T) {
 		},
 		"unknown apiVersion from the class": {
 			results: oneDevice("dev-0"),
-			configs: []resourceapi.DeviceAllocationConfiguration{opaqueConfig(testDriver, resourceapi.AllocationConfigSourceClass, `{"apiVersion":"v1","kind":"PrepareBehavior"}`)},
-			want:    []string{"source DeviceClass", `apiVersion "v1" is not supported`},
+			configs: []resourceapi.DeviceAllocationConfiguration{opaqueConfig(testDriver, resourceapi.AllocationConfigSourceClass, `{"apiVersion":"v1","kind":"PrepareBehavior"}`, "dev")},
+			want:    []string{"config #0 (source DeviceClass test-class)", `apiVersion "v1" is not supported`},
 		},
 		"unknown prepare value": {
 			results: oneDevice("dev-0"),
@@ -315,7 +315,7 @@ func TestInvalidConfigIsPermanent(t *testing.T) {
 			if !failfastplugin.IsPermanent(claimErr) {
 				t.Errorf("error is not permanent: %v", claimErr)
 			}
-			for _, want := range append([]string{"claim ns/my-claim", "invalid opaque device config", testDriver}, tc.want...) {
+			for _, want := range append([]string{"ResourceClaim ns/my-claim: invalid opaque device config #", testDriver}, tc.want...) {
 				if !strings.Contains(claimErr.Error(), want) {
 					t.Errorf("error %q does not contain %q", claimErr, want)
 				}
@@ -373,7 +373,7 @@ func TestCombinedBehavior(t *testing.T) {
 			for _, config := range tc.configs {
 				configs = append(configs, claimConfig(config))
 			}
-			got, err := d.claimBehavior(newClaim("c", oneDevice("dev-0"), configs...))
+			got, err := d.claimBehavior(t.Context(), newClaim("c", oneDevice("dev-0"), configs...))
 			if err != nil {
 				t.Fatal(err)
 			}

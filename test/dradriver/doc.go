@@ -27,7 +27,12 @@
 //     or malformed: another or no error_type, raw protobuf bytes, a result
 //     too many or too few, a gRPC status error. A configuration that cannot
 //     be parsed fails the claim permanently, with an error that names the
-//     claim, the requests the configuration applies to and the problem.
+//     claim, the configuration, the requests it applies to and the problem.
+//     ValidateConfig is that check, run at prepare time through
+//     pkg/failfastplugin/admission's ValidateClaim and by the driver's
+//     validating admission webhook (StartWebhook, WebhookOptions), which
+//     denies such configs in ResourceClaims, ResourceClaimTemplates and
+//     DeviceClasses with the same message.
 //
 //   - Per namespace, at runtime, through the HTTP control endpoint (PUT
 //     /behavior, see Handler and Client.SetBehavior): the same fields
@@ -44,6 +49,6 @@
 //     The broken set can be changed at runtime through the HTTP control
 //     endpoint; repairing a device clears its fault and taint.
 //
-// Start starts the whole driver (kubelet plugin, ResourceSlices, HTTP endpoint);
-// cmd/dra-test-driver is the command around it.
+// Start starts the whole driver (kubelet plugin, ResourceSlices, HTTP
+// endpoint, admission webhook); cmd/dra-test-driver is the command around it.
 package dradriver

@@ -505,10 +505,12 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 	if override != nil {
 		behavior = override.behavior
 	} else {
-		behavior, err = d.claimBehavior(claim)
+		behavior, err = d.claimBehavior(ctx, claim)
 		if err != nil {
-			// The claim cannot change: retrying can never help.
-			return nil, allocated, behavior, false, failfastplugin.Permanent(err)
+			// Invalid config is already permanent (the claim cannot
+			// change); a validation that failed for another reason
+			// is worth retrying.
+			return nil, allocated, behavior, false, err
 		}
 	}
 	if behavior.prepare == PreparePermanent {

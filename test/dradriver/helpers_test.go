@@ -3,6 +3,7 @@ package dradriver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,10 +26,15 @@ const (
 	testNamespace = "ns"
 )
 
+// testClass is the DeviceClass of the requests of newClaim.
+const testClass = "test-class"
+
 // newClaim returns an allocated claim with results of the test driver on
-// testNode (and whatever configs are given).
+// testNode (and whatever configs are given). Its spec has what the scheduler
+// allocated from: a request of testClass for each request of the results and
+// the configs from the claim, in the same order.
 func newClaim(name string, results []resourceapi.DeviceRequestAllocationResult, configs ...resourceapi.DeviceAllocationConfiguration) *resourceapi.ResourceClaim {
-	return &resourceapi.ResourceClaim{
+	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
 		Status: resourceapi.ResourceClaimStatus{
 			Allocation: &resourceapi.AllocationResult{
@@ -36,6 +42,20 @@ func newClaim(name string, results []resourceapi.DeviceRequestAllocationResult, 
 			},
 		},
 	}
+	for _, result := range results {
+		if !slices.ContainsFunc(claim.Spec.Devices.Requests, func(r resourceapi.DeviceRequest) bool { return r.Name == result.Request }) {
+			claim.Spec.Devices.Requests = append(claim.Spec.Devices.Requests, resourceapi.DeviceRequest{
+				Name:    result.Request,
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: testClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+			})
+		}
+	}
+	for _, config := range configs {
+		if config.Source == resourceapi.AllocationConfigSourceClaim {
+			claim.Spec.Devices.Config = append(claim.Spec.Devices.Config, resourceapi.DeviceClaimConfiguration{Requests: config.Requests, DeviceConfiguration: config.DeviceConfiguration})
+		}
+	}
+	return claim
 }
 
 func result(request, device string) resourceapi.DeviceRequestAllocationResult {

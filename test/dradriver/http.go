@@ -31,7 +31,8 @@ const maxBehaviorBody = 2 * MaxMessageBytes
 //	                                 Driver.Republish); 503 before the driver publishes
 //	GET    /metrics                  the metrics in legacyregistry, among them failfastplugin's
 //	                                 (dra_failfast_plugin_device_taint_*: taint failures and
-//	                                 how long prepare calls waited for taints)
+//	                                 how long prepare calls waited for taints;
+//	                                 dra_failfast_plugin_admission_*: the webhook's answers)
 //
 // An unknown device is 404, a missing device or namespace parameter 400.
 func Handler(d *Driver) http.Handler {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission"
 )
 
 // DefaultKubeletRootDir is the kubelet's default --root-dir.
@@ -34,8 +35,50 @@ type Options struct {
 	// GRPCAPI chooses the DRA gRPC services the driver serves. Empty means
 	// GRPCAPIBoth.
 	GRPCAPI GRPCAPI
+	// Webhook configures the admission webhook; without an address there
+	// is none.
+	Webhook WebhookOptions
 	// PluginOptions are added to the kubeletplugin options, for tests.
 	PluginOptions []kubeletplugin.Option
+}
+
+// WebhookOptions configure the driver's validating admission webhook (see
+// StartWebhook).
+type WebhookOptions struct {
+	// Address is host:port to serve HTTPS on (port 0 picks a free one).
+	// Empty: no webhook.
+	Address string
+	// CertFile and KeyFile are the PEM serving certificate and key,
+	// reloaded when they change. Required with Address.
+	CertFile string
+	KeyFile  string
+	// Path is the webhook's path; empty is admission.DefaultPath
+	// ("/validate").
+	Path string
+}
+
+// StartWebhook serves the validating admission webhook of the driver
+// driverName (DefaultDriverName if empty) until ctx is canceled: it denies
+// ResourceClaims, ResourceClaimTemplates and DeviceClasses whose opaque
+// config for the driver is not a valid PrepareBehavior, with ValidateConfig,
+// the validation that prepare runs, and the same message. Besides the
+// webhook at opts.Path it serves /healthz, /readyz and /metrics (see
+// admission.Start).
+func StartWebhook(ctx context.Context, driverName string, opts WebhookOptions) (*admission.Server, error) {
+	if driverName == "" {
+		driverName = DefaultDriverName
+	}
+	if opts.Address == "" {
+		return nil, errors.New("admission webhook: the address must be set")
+	}
+	return admission.Start(ctx, admission.ServerConfig{
+		DriverName: driverName,
+		Validate:   ValidateConfig,
+		Address:    opts.Address,
+		CertFile:   opts.CertFile,
+		KeyFile:    opts.KeyFile,
+		Path:       opts.Path,
+	})
 }
 
 // GRPCAPI is a choice of DRA gRPC services.
@@ -106,10 +149,14 @@ type Running struct {
 	// StatsAddress is the address the HTTP endpoint listens on, empty
 	// without one.
 	StatsAddress string
+	// WebhookAddress is the address the admission webhook listens on,
+	// empty without one.
+	WebhookAddress string
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	server   *http.Server
+	webhook  *admission.Server
 	stopOnce sync.Once
 }
 
@@ -120,7 +167,7 @@ func (r *Running) Done() <-chan struct{} { return r.ctx.Done() }
 // Err returns why the driver stopped, nil while it runs.
 func (r *Running) Err() error { return context.Cause(r.ctx) }
 
-// Start starts the driver: the HTTP endpoint, the kubelet plugin
+// Start starts the driver: the HTTP endpoint, the admission webhook, the kubelet plugin
 // (registration and DRA gRPC service, through
 // failfastplugin.StartWithDeviceFaults, which also taints broken devices in
 // taint mode) and the ResourceSlice of the node. It returns once the ResourceSlice informer has
@@ -183,6 +230,16 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		}()
 		logger.Info("Serving stats endpoint", "address", r.StatsAddress)
 	}
+	if opts.Webhook.Address != "" {
+		// Also before the kubelet plugin, for the same reasons.
+		webhook, err := StartWebhook(ctx, driver.DriverName(), opts.Webhook)
+		if err != nil {
+			r.stop()
+			return nil, err
+		}
+		r.webhook = webhook
+		r.WebhookAddress = webhook.Addr()
+	}
 
 	// The device fault config passes driver name, node name and client to
 	// kubeletplugin too.
@@ -218,14 +275,14 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	}()
 	logger.Info("Driver started", "driver", driver.DriverName(), "node", driver.nodeName,
 		"devices", driver.numDevices, "registrarDir", registrarDir, "pluginDataDir", pluginDataDir,
-		"cdiDir", opts.CDIDir, "statsAddress", r.StatsAddress, "taintBroken", driver.taintBroken, "broken", driver.Stats().BrokenDevices,
-		"grpcAPI", grpcAPI)
+		"cdiDir", opts.CDIDir, "statsAddress", r.StatsAddress, "webhookAddress", r.WebhookAddress, "taintBroken", driver.taintBroken,
+		"broken", driver.Stats().BrokenDevices, "grpcAPI", grpcAPI)
 	return r, nil
 }
 
-// Stop stops everything and waits for it: the HTTP endpoint, the gRPC
-// services (removing their sockets) and the ResourceSlice controller. The
-// ResourceSlice stays in the API.
+// Stop stops everything and waits for it: the HTTP endpoint, the admission
+// webhook, the gRPC services (removing their sockets) and the ResourceSlice
+// controller. The ResourceSlice stays in the API.
 func (r *Running) Stop() {
 	r.cancel(errors.New("driver stopped"))
 	r.stop()
@@ -239,6 +296,13 @@ func (r *Running) stop() {
 			_ = r.server.Shutdown(shutdownCtx)
 			cancel()
 		}
-		r.Helper.Stop()
+		if r.webhook != nil {
+			// Stops with the canceled context.
+			<-r.webhook.Done()
+		}
+		// Nil when starting the plugin failed.
+		if r.Helper != nil {
+			r.Helper.Stop()
+		}
 	})
 }

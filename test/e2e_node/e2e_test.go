@@ -83,11 +83,17 @@ func run(m *testing.M) int {
 		}
 	}()
 	client = cluster.Client()
-	if driver, err = framework.StartDriver(ctx, cluster, framework.DriverOptions{TaintBroken: true}); err != nil {
+	if driver, err = framework.StartDriver(ctx, cluster, framework.DriverOptions{TaintBroken: true, Webhook: true}); err != nil {
 		fmt.Fprintf(os.Stderr, "test driver: %v\n", err)
 		return 1
 	}
 	defer func() { _ = driver.Stop() }()
+	// The default driver's admission webhook validates its opaque config
+	// in every namespace but those labelled WebhookOff or WebhookDown.
+	if err := driver.RegisterWebhook(ctx, cluster); err != nil {
+		fmt.Fprintf(os.Stderr, "webhook: %v\n", err)
+		return 1
+	}
 	if err := framework.EnsureDeviceClass(ctx, client); err != nil {
 		fmt.Fprintf(os.Stderr, "device class: %v\n", err)
 		return 1
@@ -166,7 +172,10 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each waits past two resyncs; own namespace and claim
-			ns := setup(t, behavior)
+			// Invalid config gets past admission only while the driver's
+			// webhook is down: prepare-time validation is the safety net.
+			ns := namespaceWithLabels(t, map[string]string{framework.WebhookNamespaceLabel: framework.WebhookDown})
+			createTemplate(t, ns, "claim", driver, behavior)
 			start := time.Now()
 			createPod(t, ns, "app")
 			pod := waitFor(t, ns, "app", 90*time.Second, "Failed", podFailed)

@@ -36,11 +36,21 @@ const (
 // at the end.
 func namespaceFor(t *testing.T) string {
 	t.Helper()
-	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ",", "", " ", "-").Replace(t.Name()))
+	return namespaceWithLabels(t, nil)
+}
+
+// namespaceWithLabels is namespaceFor with labels on the namespace.
+func namespaceWithLabels(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	name := t.Name()
+	if mode := labels[framework.WebhookNamespaceLabel]; mode != "" {
+		name += "-" + mode
+	}
+	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ",", "", " ", "-").Replace(name))
 	if len(ns) > 63 {
 		ns = strings.TrimRight(ns[:63], "-")
 	}
-	if err := framework.CreateNamespace(t.Context(), client, ns); err != nil {
+	if err := framework.CreateNamespaceWithLabels(t.Context(), client, ns, labels); err != nil {
 		t.Fatalf("namespace %s: %v", ns, err)
 	}
 	t.Cleanup(func() {

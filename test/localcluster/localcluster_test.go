@@ -156,3 +156,34 @@ func TestRepoRoot(t *testing.T) {
 		t.Errorf("RepoRoot() = %s: %v", root, err)
 	}
 }
+
+// A serving certificate issued later (e.g. for an admission webhook) is
+// trusted through CABundle for the addresses it was issued for.
+func TestIssueServingCert(t *testing.T) {
+	p := paths{t.TempDir()}
+	if err := writePKI(p, "node-a", net.ParseIP("192.0.2.10")); err != nil {
+		t.Fatalf("writePKI: %v", err)
+	}
+	c := &Cluster{p: p}
+	certFile, _, err := c.IssueServingCert("webhook", []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := c.CABundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(bundle) {
+		t.Fatal("CABundle holds no certificate")
+	}
+	cert := readCert(t, certFile)
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("serving certificate for %s: %v", host, err)
+		}
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "192.0.2.99"}); err == nil {
+		t.Error("serving certificate valid for an address it was not issued for")
+	}
+}

@@ -175,3 +175,62 @@ func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 	}
 	return nil
 }
+
+// readCA loads the cluster CA from the pki/ directory of p.
+func readCA(p paths) (keyPair, error) {
+	certPEM, err := os.ReadFile(p.pki("ca.crt"))
+	if err != nil {
+		return keyPair{}, err
+	}
+	keyPEM, err := os.ReadFile(p.pki("ca.key"))
+	if err != nil {
+		return keyPair{}, err
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	if certBlock == nil || keyBlock == nil {
+		return keyPair{}, fmt.Errorf("%s: no PEM data", p.pki("ca"))
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return keyPair{}, fmt.Errorf("%s: %w", p.pki("ca.crt"), err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return keyPair{}, fmt.Errorf("%s: %w", p.pki("ca.key"), err)
+	}
+	ecKey, ok := key.(*ecdsa.PrivateKey)
+	if !ok {
+		return keyPair{}, fmt.Errorf("%s: not an ECDSA key", p.pki("ca.key"))
+	}
+	return keyPair{cert: cert, key: ecKey}, nil
+}
+
+// CABundle is the PEM certificate of the cluster CA: the caBundle of a webhook
+// whose serving certificate came from IssueServingCert.
+func (c *Cluster) CABundle() ([]byte, error) {
+	return os.ReadFile(c.p.pki("ca.crt"))
+}
+
+// IssueServingCert writes a serving certificate for ips and dnsNames, signed
+// by the cluster CA, as pki/<name>.crt and pki/<name>.key, and returns their
+// paths (for example for an admission webhook of a test driver).
+func (c *Cluster) IssueServingCert(name string, ips []net.IP, dnsNames []string) (certFile, keyFile string, err error) {
+	ca, err := readCA(c.p)
+	if err != nil {
+		return "", "", fmt.Errorf("cluster CA: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return "", "", err
+	}
+	kp, err := newCert(ca, certSpec{name: name, cn: name, server: true, ips: ips, dns: dnsNames}, serial.Int64()+1000)
+	if err != nil {
+		return "", "", fmt.Errorf("serving certificate %s: %w", name, err)
+	}
+	base := c.p.pki(name)
+	if err := writeKeyPair(base, kp); err != nil {
+		return "", "", err
+	}
+	return base + ".crt", base + ".key", nil
+}

@@ -47,6 +47,10 @@ type DriverOptions struct {
 	TaintBroken bool
 	// GRPCAPI chooses the DRA gRPC services: "" (both), "v1", "v1beta1" or "both".
 	GRPCAPI dradriver.GRPCAPI
+	// Webhook makes the driver serve its validating admission webhook on
+	// 127.0.0.1 with a serving certificate from the cluster CA; register it
+	// with RegisterWebhook.
+	Webhook bool
 }
 
 // Driver is a dra-test-driver process, running or not: Kill or Stop end
@@ -54,6 +58,9 @@ type DriverOptions struct {
 type Driver struct {
 	opts           DriverOptions
 	kubeletRootDir string
+	// webhookAddress is where the webhook listens (host:port), empty
+	// without one. It stays the same across restarts.
+	webhookAddress string
 
 	// proc is the current or last process, nil before the first Start.
 	proc *process
@@ -179,6 +186,13 @@ func (d *Driver) Start(ctx context.Context, c *localcluster.Cluster) error {
 	}
 	if d.opts.GRPCAPI != "" {
 		args = append(args, "--grpc-api="+string(d.opts.GRPCAPI))
+	}
+	if d.opts.Webhook {
+		webhookArgs, err := d.webhookArgs(c)
+		if err != nil {
+			return err
+		}
+		args = append(args, webhookArgs...)
 	}
 	cmd := exec.Command(d.opts.Binary, args...)
 	cmd.Stdout, cmd.Stderr = out, out

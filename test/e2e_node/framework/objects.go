@@ -161,7 +161,13 @@ func Pod(namespace, name, template string) *v1.Pod {
 
 // CreateNamespace creates a namespace and waits for its default ServiceAccount.
 func CreateNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	return CreateNamespaceWithLabels(ctx, client, name, nil)
+}
+
+// CreateNamespaceWithLabels creates a namespace with labels (e.g.
+// WebhookNamespaceLabel) and waits for its default ServiceAccount.
+func CreateNamespaceWithLabels(ctx context.Context, client kubernetes.Interface, name string, labels map[string]string) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -1,0 +1,375 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	kjson "sigs.k8s.io/json"
+)
+
+const (
+	// DefaultMaxRequestBytes bounds the body of an admission request: the
+	// API server's own limit for a request body (3 MiB); an UPDATE carries
+	// the object twice, and DRA objects are far smaller (at most 32
+	// configs of 10 KiB each).
+	DefaultMaxRequestBytes = 3 << 20
+	// DefaultTimeout bounds the handling of one admission request, like
+	// the API server's default webhook timeoutSeconds (10).
+	DefaultTimeout = 10 * time.Second
+	// MaxTimeout is the longest the API server waits for a webhook
+	// (timeoutSeconds is at most 30): a longer Handler.Timeout is cut to it.
+	MaxTimeout = 30 * time.Second
+)
+
+// GroupName is the API group of the objects the webhook validates.
+const GroupName = "resource.k8s.io"
+
+// Version is the API version of the objects the webhook validates: register
+// the webhook for it (with the default matchPolicy Equivalent, the API
+// server converts objects of other versions to it).
+const Version = "v1"
+
+var resourceKinds = map[string]Kind{
+	ResourceClaims:         KindResourceClaim,
+	ResourceClaimTemplates: KindResourceClaimTemplate,
+	DeviceClasses:          KindDeviceClass,
+}
+
+// Handler is a validating admission webhook (admission.k8s.io/v1
+// AdmissionReview over HTTP POST, JSON) for resource.k8s.io/v1
+// ResourceClaims, ResourceClaimTemplates and DeviceClasses. On CREATE and
+// UPDATE it runs Validate on every opaque device config entry of DriverName
+// (spec.devices.config, spec.spec.devices.config, spec.config) and denies the
+// object when an entry is invalid, with one InvalidConfigError per invalid
+// entry: the same text that ValidateClaim gives at prepare time. Everything
+// else is allowed: entries of other drivers, other resources, versions and
+// subresources, DELETE and CONNECT.
+//
+// On UPDATE, entries that the old object has already (same driver,
+// requests and parameters) are not validated again: a claim's and a
+// template's spec cannot change anyway, and denying an update of an object
+// that predates the webhook would also deny removing its finalizers, so it
+// could never be deleted.
+//
+// Requests that cannot be read (not a POST of JSON, larger than
+// MaxRequestBytes, not an AdmissionReview) get an HTTP error, as do requests
+// whose validation did not end with a verdict (Validate panicked, or did not
+// return within Timeout): the API server then applies the webhook's
+// failurePolicy. An object that does not decode as the kind it claims to be
+// is denied.
+type Handler struct {
+	// DriverName is the driver whose entries get validated. Required.
+	DriverName string
+	// Validate is the validator, the same that ValidateClaim runs.
+	// Required.
+	Validate ConfigValidator
+	// MaxRequestBytes bounds the request body; 0 is
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+	// Timeout bounds the handling of one request; 0 is DefaultTimeout, at
+	// most MaxTimeout. A shorter timeout that the API server sends (the
+	// timeout query parameter) takes precedence.
+	Timeout time.Duration
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	resource, result := ResourceOther, ResultError
+	defer func() {
+		decisions.WithLabelValues(h.DriverName, resource, result).Inc()
+		duration.WithLabelValues(h.DriverName, resource).Observe(time.Since(start).Seconds())
+	}()
+	logger := klog.FromContext(r.Context())
+
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "only POST is allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
+		http.Error(w, fmt.Sprintf("content type %q is not application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+		return
+	}
+	maxBytes := h.MaxRequestBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxRequestBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
+			http.Error(w, fmt.Sprintf("request body is larger than %d bytes", maxBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, fmt.Sprintf("reading request body: %v", err), http.StatusBadRequest)
+		return
+	}
+	review, err := decodeReview(body)
+	if err != nil {
+		logger.V(2).Info("Malformed admission request", "err", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := review.Request
+	if _, ok := resourceKinds[req.Resource.Resource]; ok && req.Resource.Group == GroupName {
+		resource = req.Resource.Resource
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout(r))
+	defer cancel()
+	type answer struct {
+		response *admissionv1.AdmissionResponse
+		result   string
+		err      error
+	}
+	// The validator is the driver's code: if it does not return in time,
+	// answer without it and let the goroutine finish on its own.
+	answers := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				answers <- answer{err: fmt.Errorf("%w: panic: %v\n%s", errValidatorFailed, r, debug.Stack())}
+			}
+		}()
+		response, result, err := h.review(ctx, req)
+		answers <- answer{response: response, result: result, err: err}
+	}()
+	var a answer
+	select {
+	case a = <-answers:
+	case <-ctx.Done():
+		a = answer{err: fmt.Errorf("no verdict within the timeout: %w", context.Cause(ctx))}
+	}
+	if a.err != nil {
+		logger.Error(a.err, "Admission request not validated", "uid", req.UID, "resource", req.Resource, "namespace", req.Namespace, "name", req.Name)
+		http.Error(w, fmt.Sprintf("validating opaque device config of driver %s: %v", h.DriverName, a.err), http.StatusInternalServerError)
+		return
+	}
+	result = a.result
+	if !a.response.Allowed {
+		logger.Info("Denied", "uid", req.UID, "resource", req.Resource.Resource, "operation", req.Operation, "namespace", req.Namespace, "name", req.Name, "result", result, "message", a.response.Result.Message)
+	} else {
+		logger.V(4).Info("Admitted", "uid", req.UID, "resource", req.Resource, "operation", req.Operation, "namespace", req.Namespace, "name", req.Name, "result", result)
+	}
+	a.response.UID = req.UID
+	out, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: a.response})
+	if err != nil {
+		result = ResultError
+		http.Error(w, fmt.Sprintf("encoding response: %v", err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// timeout is Timeout, cut to MaxTimeout and to what the API server waits.
+func (h *Handler) timeout(r *http.Request) time.Duration {
+	timeout := h.maxTimeout()
+	// The API server calls webhooks with ?timeout=<timeoutSeconds>s.
+	if value := r.URL.Query().Get("timeout"); value != "" {
+		if d, err := time.ParseDuration(value); err == nil && d > 0 {
+			timeout = min(timeout, d)
+		}
+	}
+	return timeout
+}
+
+// maxTimeout is Timeout with its default, cut to MaxTimeout.
+func (h *Handler) maxTimeout() time.Duration {
+	if h.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return min(h.Timeout, MaxTimeout)
+}
+
+// decodeReview decodes an admission.k8s.io/v1 AdmissionReview with a
+// request. Field names are case-sensitive, numbers keep their precision;
+// unknown fields are ignored so that a newer API server can talk to it.
+func decodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	var review admissionv1.AdmissionReview
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
+		return nil, fmt.Errorf("request is not an AdmissionReview: %w", err)
+	}
+	if gvk := review.GroupVersionKind(); gvk != admissionv1.SchemeGroupVersion.WithKind("AdmissionReview") {
+		return nil, fmt.Errorf("request is apiVersion %q kind %q, want %q %q", review.APIVersion, review.Kind, admissionv1.SchemeGroupVersion, "AdmissionReview")
+	}
+	if review.Request == nil {
+		return nil, errors.New("AdmissionReview has no request")
+	}
+	if review.Request.UID == "" {
+		return nil, errors.New("AdmissionReview request has no uid")
+	}
+	return &review, nil
+}
+
+// Review answers one admission request. The response carries no UID; the
+// error is not nil when there is no verdict (Validate panicked or did not
+// return before ctx ended), then the request should fail rather than be
+// denied or allowed. For drivers that have a webhook server of their own.
+func (h *Handler) Review(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, error) {
+	if req == nil {
+		return nil, errors.New("no admission request")
+	}
+	response, _, err := h.review(ctx, req)
+	return response, err
+}
+
+func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string, error) {
+	allowed := &admissionv1.AdmissionResponse{Allowed: true}
+	kind, ours := resourceKinds[req.Resource.Resource]
+	switch {
+	case !ours || req.Resource.Group != GroupName, req.SubResource != "":
+		return allowed, ResultIgnored, nil
+	case req.Resource.Version != Version:
+		// Only a webhook registered for other versions with matchPolicy
+		// Exact gets these: the prepare-time validation still runs.
+		klog.FromContext(ctx).V(1).Info("Not validating, unsupported version: register the webhook for "+GroupName+"/"+Version, "resource", req.Resource, "namespace", req.Namespace, "name", req.Name)
+		return allowed, ResultIgnored, nil
+	case req.Operation != admissionv1.Create && req.Operation != admissionv1.Update:
+		return allowed, ResultIgnored, nil
+	}
+	if want := (metav1.GroupVersionKind{Group: GroupName, Version: Version, Kind: string(kind)}); req.Kind != want {
+		return deny(http.StatusBadRequest, fmt.Sprintf("request for %s carries kind %s, want %s", req.Resource.Resource, gvkString(req.Kind), gvkString(want))), ResultError, nil
+	}
+	configs, err := h.objectConfigs(kind, req.Object.Raw, req)
+	if err != nil {
+		return deny(http.StatusBadRequest, err.Error()), ResultError, nil
+	}
+	if req.Operation == admissionv1.Update {
+		// An old object that does not decode has no entries to keep.
+		old, _ := h.objectConfigs(kind, req.OldObject.Raw, req)
+		configs = slices.DeleteFunc(configs, func(cfg OpaqueConfig) bool {
+			return slices.ContainsFunc(old, func(oldCfg OpaqueConfig) bool { return sameEntry(cfg, oldCfg) })
+		})
+	}
+	invalid, err := validateAll(ctx, h.Validate, configs)
+	if err != nil {
+		return nil, ResultError, err
+	}
+	if len(invalid) > 0 {
+		return deny(http.StatusForbidden, invalid.Error()), ResultDenied, nil
+	}
+	return allowed, ResultAllowed, nil
+}
+
+// deny answers with code, which kubectl shows as "Error from server
+// (Forbidden): ... admission webhook "..." denied the request: message" for
+// 403.
+func deny(code int32, message string) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{
+		Allowed: false,
+		Result: &metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    code,
+			Reason:  reasonFor(code),
+			Message: message,
+		},
+	}
+}
+
+func reasonFor(code int32) metav1.StatusReason {
+	if code == http.StatusForbidden {
+		return metav1.StatusReasonForbidden
+	}
+	return metav1.StatusReasonBadRequest
+}
+
+func gvkString(gvk metav1.GroupVersionKind) string {
+	return schema.GroupVersionKind(gvk).String()
+}
+
+func sameEntry(a, b OpaqueConfig) bool {
+	return slices.Equal(a.Requests, b.Requests) &&
+		sameConfig(resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: a.Driver, Parameters: a.Parameters}},
+			resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: b.Driver, Parameters: b.Parameters}})
+}
+
+// objectConfigs decodes raw as kind and returns the entries of the driver.
+func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.AdmissionRequest) ([]OpaqueConfig, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("request has no %s", kind)
+	}
+	var (
+		meta    *metav1.ObjectMeta
+		typ     *metav1.TypeMeta
+		entries []resourceapi.DeviceClaimConfiguration
+		decode  func() error
+	)
+	switch kind {
+	case KindResourceClaim:
+		var claim resourceapi.ResourceClaim
+		meta, typ = &claim.ObjectMeta, &claim.TypeMeta
+		decode = func() error {
+			err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &claim)
+			entries = claim.Spec.Devices.Config
+			return err
+		}
+	case KindResourceClaimTemplate:
+		var template resourceapi.ResourceClaimTemplate
+		meta, typ = &template.ObjectMeta, &template.TypeMeta
+		decode = func() error {
+			err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &template)
+			entries = template.Spec.Spec.Devices.Config
+			return err
+		}
+	case KindDeviceClass:
+		var class resourceapi.DeviceClass
+		meta, typ = &class.ObjectMeta, &class.TypeMeta
+		decode = func() error {
+			err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &class)
+			for _, config := range class.Spec.Config {
+				entries = append(entries, resourceapi.DeviceClaimConfiguration{DeviceConfiguration: config.DeviceConfiguration})
+			}
+			return err
+		}
+	default:
+		return nil, fmt.Errorf("unsupported kind %s", kind)
+	}
+	if err := decode(); err != nil {
+		return nil, fmt.Errorf("cannot decode %s: %w", kind, err)
+	}
+	if (typ.APIVersion != "" || typ.Kind != "") && (typ.APIVersion != GroupName+"/"+Version || typ.Kind != string(kind)) {
+		return nil, fmt.Errorf("object is apiVersion %q kind %q, want %q %q", typ.APIVersion, typ.Kind, GroupName+"/"+Version, kind)
+	}
+	object := ObjectRef{Kind: kind, Namespace: meta.Namespace, Name: meta.Name}
+	if kind != KindDeviceClass && object.Namespace == "" {
+		object.Namespace = req.Namespace
+	}
+	if object.Name == "" {
+		object.Name = req.Name
+	}
+	if object.Name == "" && meta.GenerateName != "" {
+		// The API server generates names before validating admission,
+		// so this only happens to a request that did not come from it.
+		object.Name = meta.GenerateName + "*"
+	}
+	var configs []OpaqueConfig
+	for i, entry := range entries {
+		if entry.Opaque == nil || entry.Opaque.Driver != h.DriverName {
+			continue
+		}
+		configs = append(configs, OpaqueConfig{
+			Driver:          h.DriverName,
+			Parameters:      entry.Opaque.Parameters,
+			Requests:        entry.Requests,
+			Object:          object,
+			Source:          object,
+			Index:           i,
+			AllocationIndex: -1,
+		})
+	}
+	return configs, nil
+}

@@ -1,0 +1,67 @@
+package admission
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const (
+	// DecisionsMetric is the name of the counter of admission requests
+	// answered by the webhook, by driver_name, resource and result.
+	DecisionsMetric = "dra_failfast_plugin_admission_decisions_total"
+	// DurationMetric is the name of the histogram of the time the webhook
+	// took to answer an admission request, by driver_name and resource.
+	DurationMetric = "dra_failfast_plugin_admission_duration_seconds"
+)
+
+// Values of the resource label: the resources the webhook validates, and
+// ResourceOther for everything else (also for requests that could not be
+// read), so that the label cannot grow with what clients send.
+const (
+	ResourceClaims         = "resourceclaims"
+	ResourceClaimTemplates = "resourceclaimtemplates"
+	DeviceClasses          = "deviceclasses"
+	ResourceOther          = "other"
+)
+
+// Values of the result label.
+const (
+	// ResultAllowed: validated, no invalid entry of the driver.
+	ResultAllowed = "allowed"
+	// ResultDenied: validated, an entry of the driver is invalid.
+	ResultDenied = "denied"
+	// ResultIgnored: allowed without looking, not the webhook's business
+	// (another resource or version, a subresource, DELETE, CONNECT).
+	ResultIgnored = "ignored"
+	// ResultError: no verdict: the request could not be read, the object
+	// could not be decoded, the validator panicked or ran out of time.
+	ResultError = "error"
+)
+
+var (
+	decisions = metrics.NewCounterVec(
+		&metrics.CounterOpts{
+			Name:           DecisionsMetric,
+			Help:           "Number of admission requests answered by the DRA driver's config validation webhook, by driver, resource and result (allowed, denied, ignored, error).",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name", "resource", "result"},
+	)
+	duration = metrics.NewHistogramVec(
+		&metrics.HistogramOpts{
+			Name: DurationMetric,
+			Help: "Time the DRA driver's config validation webhook took to answer an admission request, from reading the request to writing the answer, by driver and resource.",
+			// 0.25ms ... 8.2s: validation is usually sub-millisecond,
+			// and the API server waits at most 30s.
+			Buckets:        metrics.ExponentialBuckets(0.00025, 2, 16),
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name", "resource"},
+	)
+)
+
+// Like failfastplugin's metrics, these go into the global legacyregistry,
+// which the Server serves at /metrics.
+func init() {
+	legacyregistry.MustRegister(decisions, duration)
+}
