@@ -162,7 +162,14 @@ func demoDenied(ctx context.Context, c *localcluster.Cluster, dir string) outcom
 			template = strings.Replace(doc, "name: permanent", "name: refused", 1)
 		}
 	}
-	fmt.Printf("\n$ kubectl apply -f - <<EOF%s\nEOF\n", template)
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(template), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
+		}
+	}
+	template = strings.Join(lines, "\n") + "\n"
+	fmt.Printf("\n$ kubectl apply -f - <<EOF\n%sEOF\n", template)
 	cmd := c.Kubectl(ctx, "apply", "-f", "-")
 	cmd.Stdin = strings.NewReader(template)
 	out, err := cmd.CombinedOutput()
