@@ -39,7 +39,7 @@ stage() {
 
 static_checks() {
   local unformatted
-  unformatted=$(gofmt -l api cmd hack pkg test)
+  unformatted=$(gofmt -l api cmd hack internal pkg test)
   [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
   go vet ./... && go vet -tags e2e_node ./test/... &&
     hack/verify-gomod.sh && hack/verify-codegen.sh

@@ -2,16 +2,9 @@ package admission
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,59 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dra-failfast/dra-failfast/internal/testcert"
+
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
 // testCert is a self-signed serving certificate for 127.0.0.1.
-type testCert struct {
-	serial  int64
-	certPEM []byte
-	keyPEM  []byte
-	pool    *x509.CertPool
-}
+type testCert = testcert.Pair
 
-func newTestCert(t *testing.T, serial int64) testCert {
-	t.Helper()
-	return newTestCertUntil(t, serial, time.Now().Add(time.Hour))
-}
+func newTestCert(t *testing.T, serial int64) testCert { return testcert.New(t, serial) }
 
 func newTestCertUntil(t *testing.T, serial int64, notAfter time.Time) testCert {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: "webhook.test"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             notAfter.Add(-2 * time.Hour),
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return testCert{
-		serial:  serial,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		pool:    pool,
-	}
+	return testcert.NewUntil(t, serial, notAfter)
 }
 
 // writeAtomically replaces path with a new file, as a Secret volume update
@@ -116,8 +68,8 @@ func startTestServer(t *testing.T, ctx context.Context, cert testCert) (*Server,
 	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeAtomically(t, certFile, cert.certPEM)
-	writeAtomically(t, keyFile, cert.keyPEM)
+	writeAtomically(t, certFile, cert.CertPEM)
+	writeAtomically(t, keyFile, cert.KeyPEM)
 	server, err := Start(ctx, ServerConfig{
 		DriverName: testDriver,
 		Validate:   testValidate,
@@ -140,12 +92,12 @@ func TestCertificateReload(t *testing.T) {
 
 	// A Secret volume update: both files replaced.
 	second := newTestCert(t, 2)
-	writeAtomically(t, keyFile, second.keyPEM)
+	writeAtomically(t, keyFile, second.KeyPEM)
 	// Only the key is new: the pair does not match, the old one stays.
 	if got := servedSerial(t, server.Addr()); got != 1 {
 		t.Errorf("with a new key and the old certificate serves %d, want 1", got)
 	}
-	writeAtomically(t, certFile, second.certPEM)
+	writeAtomically(t, certFile, second.CertPEM)
 	if got := servedSerial(t, server.Addr()); got != 2 {
 		t.Errorf("after replacing the files serves %d, want 2", got)
 	}
@@ -153,8 +105,8 @@ func TestCertificateReload(t *testing.T) {
 	// Rewritten in place.
 	third := newTestCert(t, 3)
 	mtime := time.Now().Add(time.Minute)
-	writeInPlace(t, certFile, third.certPEM, mtime)
-	writeInPlace(t, keyFile, third.keyPEM, mtime)
+	writeInPlace(t, certFile, third.CertPEM, mtime)
+	writeInPlace(t, keyFile, third.KeyPEM, mtime)
 	if got := servedSerial(t, server.Addr()); got != 3 {
 		t.Errorf("after rewriting the files serves %d, want 3", got)
 	}
@@ -171,7 +123,7 @@ func TestCertificateReload(t *testing.T) {
 	if got := servedSerial(t, server.Addr()); got != 3 {
 		t.Errorf("with a broken certificate file serves %d, want 3", got)
 	}
-	writeAtomically(t, certFile, third.certPEM)
+	writeAtomically(t, certFile, third.CertPEM)
 	if got := servedSerial(t, server.Addr()); got != 3 {
 		t.Errorf("after repair serves %d, want 3", got)
 	}
@@ -183,7 +135,7 @@ func TestServer(t *testing.T) {
 	cert := newTestCert(t, 7)
 	server, _, _ := startTestServer(t, ctx, cert)
 	client := &http.Client{
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.pool}},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}},
 		Timeout:   10 * time.Second,
 	}
 	defer client.CloseIdleConnections()
@@ -267,8 +219,8 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeAtomically(t, certFile, cert.certPEM)
-	writeAtomically(t, keyFile, cert.keyPEM)
+	writeAtomically(t, certFile, cert.CertPEM)
+	writeAtomically(t, keyFile, cert.KeyPEM)
 	server, err := Start(ctx, ServerConfig{
 		DriverName: testDriver,
 		Validate: func(context.Context, OpaqueConfig) error {
@@ -283,7 +235,7 @@ func TestShutdownWaitsForRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.pool}}, Timeout: 20 * time.Second}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}, Timeout: 20 * time.Second}
 	defer client.CloseIdleConnections()
 	answered := make(chan int, 1)
 	go func() {
@@ -330,11 +282,11 @@ func TestStartErrors(t *testing.T) {
 	cert := newTestCert(t, 9)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeAtomically(t, certFile, cert.certPEM)
-	writeAtomically(t, keyFile, cert.keyPEM)
+	writeAtomically(t, certFile, cert.CertPEM)
+	writeAtomically(t, keyFile, cert.KeyPEM)
 	other := newTestCert(t, 10)
 	otherKey := filepath.Join(dir, "other.key")
-	writeAtomically(t, otherKey, other.keyPEM)
+	writeAtomically(t, otherKey, other.KeyPEM)
 
 	running, _, _ := startTestServer(t, t.Context(), cert)
 	ok := ServerConfig{DriverName: testDriver, Validate: testValidate, Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}
