@@ -62,11 +62,7 @@ func Handler(d *Driver) http.Handler {
 				return
 			}
 			if err := d.SetBroken(r.Context(), device, broken); err != nil {
-				status := http.StatusInternalServerError
-				if errors.Is(err, ErrUnknownDevice) {
-					status = http.StatusNotFound
-				}
-				http.Error(w, err.Error(), status)
+				httpError(w, err, ErrUnknownDevice, http.StatusNotFound)
 				return
 			}
 			w.WriteHeader(http.StatusNoContent)
@@ -94,11 +90,7 @@ func Handler(d *Driver) http.Handler {
 			return
 		}
 		if err := d.SetBehavior(r.Context(), namespace, *spec); err != nil {
-			status := http.StatusInternalServerError
-			if errors.Is(err, ErrInvalidBehavior) {
-				status = http.StatusBadRequest
-			}
-			http.Error(w, err.Error(), status)
+			httpError(w, err, ErrInvalidBehavior, http.StatusBadRequest)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -113,11 +105,7 @@ func Handler(d *Driver) http.Handler {
 	})
 	mux.HandleFunc("POST /republish", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Republish(r.Context()); err != nil {
-			status := http.StatusInternalServerError
-			if errors.Is(err, ErrNotPublishing) {
-				status = http.StatusServiceUnavailable
-			}
-			http.Error(w, err.Error(), status)
+			httpError(w, err, ErrNotPublishing, http.StatusServiceUnavailable)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -133,4 +121,13 @@ func queryParameter(w http.ResponseWriter, r *http.Request, name string) (string
 		http.Error(w, "missing query parameter "+name, http.StatusBadRequest)
 	}
 	return value, value != ""
+}
+
+// httpError answers err with status when it is the known error (errors.Is),
+// else with 500.
+func httpError(w http.ResponseWriter, err, known error, status int) {
+	if !errors.Is(err, known) {
+		status = http.StatusInternalServerError
+	}
+	http.Error(w, err.Error(), status)
 }
