@@ -53,24 +53,9 @@ install_debian_packages() {
 
 # Upstream's release build flags, with the version stamped as KUBE_VERSION.
 kube_build_flags() {
-  local major minor date key val
-  local -a x=()
-  major=${KUBE_VERSION#v}
-  major=${major%%.*}
-  minor=${KUBE_VERSION#v*.}
-  minor=${minor%%.*}
+  local date
   date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  for key in gitVersion gitMajor gitMinor gitTreeState buildDate; do
-    case "${key}" in
-      gitVersion) val=${KUBE_VERSION} ;;
-      gitMajor) val=${major} ;;
-      gitMinor) val=${minor} ;;
-      gitTreeState) val=clean ;;
-      buildDate) val=${date} ;;
-    esac
-    x+=("-X 'k8s.io/client-go/pkg/version.${key}=${val}'" "-X 'k8s.io/component-base/version.${key}=${val}'")
-  done
-  KUBE_BUILD_FLAGS=(-trimpath "-tags=selinux,notest,grpcnotrace" "-ldflags=all=-s -w ${x[*]}")
+  KUBE_BUILD_FLAGS=(-trimpath "-tags=selinux,notest,grpcnotrace" "-ldflags=all=-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")")
 }
 
 build_kube() {

@@ -46,3 +46,29 @@ staging_modules() {
   fi
   sed -n 's#^\t\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/.*#\1#p' "${gomod}"
 }
+
+# version_ldflags VERSION COMMIT TREE_STATE DATE prints the -X flags that upstream's
+# hack/lib/version.sh sets, stamping VERSION (gitMajor/gitMinor derived from it). An empty COMMIT
+# leaves gitCommit unset. The one copy of version stamping: kubelet builds (tree.sh) and the
+# control-plane binaries (build-cluster-binaries.sh) both use it.
+version_ldflags() {
+  local version=$1 commit=$2 state=$3 date=$4 major minor key val
+  local -a flags=()
+  major=${version#v}
+  major=${major%%.*}
+  minor=${version#v*.}
+  minor=${minor%%.*}
+  for key in gitVersion gitMajor gitMinor gitCommit gitTreeState buildDate; do
+    case "${key}" in
+      gitVersion) val=${version} ;;
+      gitMajor) val=${major} ;;
+      gitMinor) val=${minor} ;;
+      gitCommit) val=${commit} ;;
+      gitTreeState) val=${state} ;;
+      buildDate) val=${date} ;;
+    esac
+    [ -n "${val}" ] || continue
+    flags+=("-X 'k8s.io/client-go/pkg/version.${key}=${val}'" "-X 'k8s.io/component-base/version.${key}=${val}'")
+  done
+  echo "${flags[*]}"
+}

@@ -41,7 +41,7 @@ static_checks() {
   local unformatted
   unformatted=$(gofmt -l api cmd hack internal pkg test)
   [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
-  go vet ./... && go vet -tags e2e_node ./test/... &&
+  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... &&
     hack/verify-gomod.sh && hack/verify-codegen.sh
 }
 
@@ -80,7 +80,7 @@ e2e_tests() {
   # The cluster itself (bring-up, a pod surviving a kubelet restart, recovery after a crash,
   # teardown leaving nothing), with the stock kubelet: comparisons with upstream run on it.
   LOCAL_CLUSTER_KUBELET=_output/bin/kubelet-stock \
-    e2e_package localcluster ./test/localcluster/ -run '^(TestLocalCluster|TestUpAfterCrash)$' || rc=$?
+    e2e_package localcluster ./internal/localcluster/ -run '^(TestLocalCluster|TestUpAfterCrash)$' || rc=$?
   # -parallel: the fault matrix's parallel tests mostly wait for the cluster, not for a CPU.
   e2e_package e2e ./test/e2e_node/ -parallel 48 || rc=$?
   return "${rc}"

@@ -319,12 +319,11 @@ check_workspace_versions() {
   echo "${key}" > "${work}.versions-ok"
 }
 
-# kube_ldflags TREE VERSION: the -X flags upstream's hack/lib/version.sh sets, for a build of TREE
-# reporting VERSION. The commit is TREE's HEAD; the build date is HEAD's commit date (or
-# SOURCE_DATE_EPOCH), so that an unchanged tree links to an identical binary.
+# kube_ldflags TREE VERSION: version_ldflags (lib.sh) for a build of TREE reporting VERSION. The
+# commit is TREE's HEAD; the build date is HEAD's commit date (or SOURCE_DATE_EPOCH), so that an
+# unchanged tree links to an identical binary.
 kube_ldflags() {
-  local tree=$1 version=$2 commit state date major minor key val
-  local -a flags=()
+  local tree=$1 version=$2 commit state date
   commit=$(tree_git "${tree}" rev-parse HEAD)
   state=clean
   [ -z "$(tree_git "${tree}" status --porcelain)" ] || state=dirty
@@ -333,22 +332,7 @@ kube_ldflags() {
   else
     date=$(TZ=UTC tree_git "${tree}" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
   fi
-  major=${version#v}
-  major=${major%%.*}
-  minor=${version#v*.}
-  minor=${minor%%.*}
-  for key in gitVersion gitMajor gitMinor gitCommit gitTreeState buildDate; do
-    case "${key}" in
-      gitVersion) val=${version} ;;
-      gitMajor) val=${major} ;;
-      gitMinor) val=${minor} ;;
-      gitCommit) val=${commit} ;;
-      gitTreeState) val=${state} ;;
-      buildDate) val=${date} ;;
-    esac
-    flags+=("-X 'k8s.io/client-go/pkg/version.${key}=${val}'" "-X 'k8s.io/component-base/version.${key}=${val}'")
-  done
-  echo "${flags[*]}"
+  version_ldflags "${version}" "${commit}" "${state}" "${date}"
 }
 
 # go_build_kube TREE WORKFILE VERSION OUT PKG...: builds PKG in TREE like upstream's release builds

@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
 # Read the list before touching go.mod: the download runs inside this module.
-modules=$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod staging_modules)
+modules=$(cd "${TMPDIR:-/tmp}" && GOFLAGS=-mod=mod staging_modules "")
 [ -n "${modules}" ] || die "no staging modules found in k8s.io/kubernetes@${KUBE_VERSION}'s go.mod"
 
 # Remove the previously generated block (from its marker comment to the closing parenthesis).

@@ -23,9 +23,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
 )
 
 func main() {
@@ -60,12 +60,12 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	if err != nil {
 		return fmt.Errorf("cluster up: %w", err)
 	}
-	var driver *framework.Driver
+	var driver *e2eframework.Driver
 	defer func() {
 		if keep && err == nil {
 			fmt.Printf("\nThe cluster is still up. Use it with:\n  export KUBECONFIG=%s PATH=%s:$PATH\n"+
 				"The test driver runs as pid %d (log: %s).\nTear down with: go run ./cmd/local-cluster down\n",
-				c.Kubeconfig(), filepath.Join(root, "_output", "bin"), driver.PID(), driver.LogFile)
+				c.Kubeconfig(), c.BinDir(), driver.PID(), driver.LogFile)
 			return
 		}
 		_ = driver.Stop()
@@ -78,10 +78,10 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	kubectl(ctx, c, "get", "nodes", "-o", "wide")
 
 	section("Starting the test DRA driver (driver.dra-failfast.test, 8 devices)")
-	if driver, err = framework.StartDriver(ctx, c, framework.DriverOptions{Webhook: true}); err != nil {
+	if driver, err = e2eframework.StartDriver(ctx, c, e2eframework.DriverOptions{Webhook: true}); err != nil {
 		return err
 	}
-	manifests := filepath.Join(root, "test", "dradriver", "deploy")
+	manifests := filepath.Join(root, "demo")
 	kubectl(ctx, c, "apply", "-f", filepath.Join(manifests, "deviceclass.yaml"))
 	kubectl(ctx, c, "get", "resourceslices", "-o", "wide")
 
@@ -113,7 +113,7 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	failed := 0
 	for _, r := range results {
 		calls := ""
-		if claim, ok := framework.PodClaim(stats, "default", r.name); ok {
+		if claim, ok := e2eframework.PodClaim(stats, "default", r.name); ok {
 			calls = fmt.Sprintf(", driver calls: %d prepare / %d unprepare", claim.PrepareCalls, claim.UnprepareCalls)
 		}
 		mark := "OK  "
@@ -132,7 +132,7 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 func demoPod(ctx context.Context, c *localcluster.Cluster, dir, name, want string, done func(*v1.Pod) bool) outcome {
 	start := time.Now()
 	kubectl(ctx, c, "apply", "-f", filepath.Join(dir, name+".yaml"))
-	pod, err := framework.WaitForPod(ctx, c.Client(), "default", name, 3*time.Minute, done)
+	pod, err := e2eframework.WaitForPod(ctx, c.Client(), "default", name, 3*time.Minute, done)
 	result := outcome{name: name, want: want, elapsed: time.Since(start), ok: err == nil}
 	if pod != nil {
 		result.got = string(pod.Status.Phase)

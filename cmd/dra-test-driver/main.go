@@ -1,5 +1,5 @@
 // Command dra-test-driver is the test DRA driver of the demo, the e2e tests
-// and the benchmarks (package test/dradriver). It runs as a plain host
+// and the benchmarks (package internal/testdriver). It runs as a plain host
 // process next to the kubelet of a local single-node cluster:
 //
 //	dra-test-driver --node-name=node-1 --kubeconfig=kubeconfig \
@@ -65,9 +65,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission"
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
 )
 
 // config is what the flags say.
@@ -82,8 +82,8 @@ type config struct {
 	taintBroken   bool
 	statsAddress  string
 	taintWait     time.Duration
-	grpcAPI       dradriver.GRPCAPI
-	webhook       dradriver.WebhookOptions
+	grpcAPI       testdriver.GRPCAPI
+	webhook       testdriver.WebhookOptions
 	webhookOnly   bool
 }
 
@@ -109,17 +109,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		broken  string
 		grpcAPI string
 	)
-	fs.StringVar(&cfg.driverName, "driver-name", dradriver.DefaultDriverName, "name of the DRA driver")
+	fs.StringVar(&cfg.driverName, "driver-name", testdriver.DefaultDriverName, "name of the DRA driver")
 	fs.StringVar(&cfg.nodeName, "node-name", "", "name of the node the driver runs on (default: the host name)")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-	fs.StringVar(&cfg.rootDir, "kubelet-root-dir", dradriver.DefaultKubeletRootDir, "the kubelet's --root-dir; registration sockets go to <dir>/plugins_registry, the DRA socket to <dir>/plugins/<driver-name>")
+	fs.StringVar(&cfg.rootDir, "kubelet-root-dir", testdriver.DefaultKubeletRootDir, "the kubelet's --root-dir; registration sockets go to <dir>/plugins_registry, the DRA socket to <dir>/plugins/<driver-name>")
 	fs.StringVar(&cfg.cdiDir, "cdi-dir", "/var/run/cdi", "directory for CDI spec files, one that the container runtime reads")
-	fs.IntVar(&cfg.devices, "devices", dradriver.DefaultNumDevices, fmt.Sprintf("number of devices dev-0 ... dev-<N-1> (1 to %d)", dradriver.MaxDevices))
+	fs.IntVar(&cfg.devices, "devices", testdriver.DefaultNumDevices, fmt.Sprintf("number of devices dev-0 ... dev-<N-1> (1 to %d)", testdriver.MaxDevices))
 	fs.StringVar(&broken, "broken-devices", "", "comma-separated devices whose claims fail permanently (e.g. dev-1,dev-2)")
 	fs.BoolVar(&cfg.taintBroken, "taint-broken", false, "when a claim fails on a broken device, publish the NoSchedule taint "+failfastplugin.DefaultDeviceFaultTaintKey+" on the device first (failfastplugin.DeviceFault)")
 	fs.StringVar(&cfg.statsAddress, "stats-address", "", "host:port of the HTTP stats/control endpoint, e.g. 127.0.0.1:8081 (empty: none)")
-	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", dradriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API (negative: do not wait)")
-	fs.StringVar(&grpcAPI, "grpc-api", string(dradriver.GRPCAPIBoth), fmt.Sprintf("DRA gRPC services to serve: %s, %s or %s (only v1 carries the permanent mark)", dradriver.GRPCAPIV1, dradriver.GRPCAPIV1beta1, dradriver.GRPCAPIBoth))
+	fs.DurationVar(&cfg.taintWait, "taint-wait-timeout", testdriver.DefaultTaintWaitTimeout, "how long a prepare call waits for a new taint to show up in the API (negative: do not wait)")
+	fs.StringVar(&grpcAPI, "grpc-api", string(testdriver.GRPCAPIBoth), fmt.Sprintf("DRA gRPC services to serve: %s, %s or %s (only v1 carries the permanent mark)", testdriver.GRPCAPIV1, testdriver.GRPCAPIV1beta1, testdriver.GRPCAPIBoth))
 	fs.StringVar(&cfg.webhook.Address, "webhook-address", "", "host:port of the HTTPS validating admission webhook for the driver's opaque config, e.g. 127.0.0.1:8443 (empty: none)")
 	fs.StringVar(&cfg.webhook.CertFile, "webhook-cert-file", "", "PEM serving certificate (chain) of the webhook, reloaded when it changes; required with --webhook-address")
 	fs.StringVar(&cfg.webhook.KeyFile, "webhook-key-file", "", "PEM private key of the webhook's certificate, reloaded when it changes; required with --webhook-address")
@@ -131,10 +131,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if cfg.devices < 1 || cfg.devices > dradriver.MaxDevices {
-		return config{}, fmt.Errorf("--devices must be between 1 and %d, got %d", dradriver.MaxDevices, cfg.devices)
+	if cfg.devices < 1 || cfg.devices > testdriver.MaxDevices {
+		return config{}, fmt.Errorf("--devices must be between 1 and %d, got %d", testdriver.MaxDevices, cfg.devices)
 	}
-	api, err := dradriver.ParseGRPCAPI(grpcAPI)
+	api, err := testdriver.ParseGRPCAPI(grpcAPI)
 	if err != nil {
 		return config{}, fmt.Errorf("--grpc-api: %w", err)
 	}
@@ -187,8 +187,8 @@ func run(cfg config) error {
 		return fmt.Errorf("create client: %w", err)
 	}
 
-	running, err := dradriver.Start(ctx, dradriver.Options{
-		Config: dradriver.Config{
+	running, err := testdriver.Start(ctx, testdriver.Options{
+		Config: testdriver.Config{
 			DriverName:       cfg.driverName,
 			NodeName:         nodeName,
 			NumDevices:       cfg.devices,
@@ -223,7 +223,7 @@ func run(cfg config) error {
 
 // runWebhook serves only the admission webhook, until a signal.
 func runWebhook(ctx context.Context, cfg config) error {
-	webhook, err := dradriver.StartWebhook(ctx, cfg.driverName, cfg.webhook)
+	webhook, err := testdriver.StartWebhook(ctx, cfg.driverName, cfg.webhook)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -18,12 +18,12 @@ func TestParseFlags(t *testing.T) {
 	}{
 		"defaults": {
 			check: func(cfg config) bool {
-				return cfg.grpcAPI == dradriver.GRPCAPIBoth && cfg.devices == dradriver.DefaultNumDevices && cfg.driverName == dradriver.DefaultDriverName
+				return cfg.grpcAPI == testdriver.GRPCAPIBoth && cfg.devices == testdriver.DefaultNumDevices && cfg.driverName == testdriver.DefaultDriverName
 			},
 		},
-		"v1 only":      {args: []string{"--grpc-api=v1"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIV1 }},
-		"v1beta1 only": {args: []string{"--grpc-api=v1beta1"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIV1beta1 }},
-		"both":         {args: []string{"--grpc-api=both"}, check: func(cfg config) bool { return cfg.grpcAPI == dradriver.GRPCAPIBoth }},
+		"v1 only":      {args: []string{"--grpc-api=v1"}, check: func(cfg config) bool { return cfg.grpcAPI == testdriver.GRPCAPIV1 }},
+		"v1beta1 only": {args: []string{"--grpc-api=v1beta1"}, check: func(cfg config) bool { return cfg.grpcAPI == testdriver.GRPCAPIV1beta1 }},
+		"both":         {args: []string{"--grpc-api=both"}, check: func(cfg config) bool { return cfg.grpcAPI == testdriver.GRPCAPIBoth }},
 		"256 devices, broken ones": {
 			args: []string{"--devices=256", "--broken-devices= dev-1,,dev-255 "},
 			check: func(cfg config) bool {
@@ -33,7 +33,7 @@ func TestParseFlags(t *testing.T) {
 		"webhook": {
 			args: []string{"--webhook-address=127.0.0.1:8443", "--webhook-cert-file=tls.crt", "--webhook-key-file=tls.key"},
 			check: func(cfg config) bool {
-				return cfg.webhook == dradriver.WebhookOptions{Address: "127.0.0.1:8443", CertFile: "tls.crt", KeyFile: "tls.key", Path: "/validate"} && !cfg.webhookOnly
+				return cfg.webhook == testdriver.WebhookOptions{Address: "127.0.0.1:8443", CertFile: "tls.crt", KeyFile: "tls.key", Path: "/validate"} && !cfg.webhookOnly
 			},
 		},
 		"webhook only, own path": {

@@ -1,4 +1,4 @@
-// Command local-cluster runs the local single-node Kubernetes cluster of test/localcluster.
+// Command local-cluster runs the local single-node Kubernetes cluster of internal/localcluster.
 //
 //	local-cluster up [--kubelet=PATH] [--feature-gates=A=true,...] [flags]
 //	local-cluster status
@@ -24,7 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 )
 
 const usage = `usage: local-cluster COMMAND [flags]

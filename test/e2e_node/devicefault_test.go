@@ -21,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
 )
 
 // deploymentState counts the pods of a Deployment.
@@ -47,7 +47,7 @@ func deploymentPods(ctx context.Context, ns string) (deploymentState, error) {
 		case failedForDRA(&p):
 			st.failed++
 			for i := range 16 {
-				if device := dradriver.DeviceName(i); strings.Contains(p.Status.Message, "/"+device+")") || strings.Contains(p.Status.Message, "/"+device+",") {
+				if device := testdriver.DeviceName(i); strings.Contains(p.Status.Message, "/"+device+")") || strings.Contains(p.Status.Message, "/"+device+",") {
 					st.failedOn[device]++
 				}
 			}
@@ -69,7 +69,7 @@ func createDeployment(t *testing.T, ns string, replicas int32) {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: framework.PodSpec("claim", v1.RestartPolicyAlways)},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: e2eframework.PodSpec("claim", v1.RestartPolicyAlways)},
 		},
 	}
 	if _, err := client.AppsV1().Deployments(ns).Create(t.Context(), deployment, metav1.CreateOptions{}); err != nil {
@@ -106,7 +106,7 @@ func waitForRunning(t *testing.T, ns string, want int, timeout time.Duration) de
 
 // deviceTaints returns the devices of driver d that carry the device fault
 // taint in its ResourceSlices.
-func deviceTaints(t *testing.T, d *framework.Driver) []string {
+func deviceTaints(t *testing.T, d *e2eframework.Driver) []string {
 	t.Helper()
 	list, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{
 		FieldSelector: resourceapi.ResourceSliceSelectorDriver + "=" + d.Name(),
@@ -135,10 +135,10 @@ func deviceTaints(t *testing.T, d *framework.Driver) []string {
 // device schedulable again.
 func TestDeviceFaultTaintStopsChurn(t *testing.T) {
 	t.Parallel()
-	faulty := startDriver(t, framework.DriverOptions{DriverName: "faulty.dra-failfast.test", Devices: 4, TaintBroken: true})
+	faulty := startDriver(t, e2eframework.DriverOptions{DriverName: "faulty.dra-failfast.test", Devices: 4, TaintBroken: true})
 	ns := namespaceFor(t)
 	createTemplate(t, ns, "claim", faulty, nil)
-	broken := []string{dradriver.DeviceName(0), dradriver.DeviceName(1)}
+	broken := []string{testdriver.DeviceName(0), testdriver.DeviceName(1)}
 	for _, device := range broken {
 		if err := faulty.Client.SetBroken(t.Context(), device, true); err != nil {
 			t.Fatalf("break %s: %v", device, err)
@@ -215,10 +215,10 @@ const churnWindow = 3 * time.Minute
 // the pass criterion is only that no pod failed on a healthy device.
 func TestDeviceFaultWithoutTaintChurns(t *testing.T) {
 	t.Parallel()
-	untainted := startDriver(t, framework.DriverOptions{DriverName: "untainted.dra-failfast.test", Devices: 4})
+	untainted := startDriver(t, e2eframework.DriverOptions{DriverName: "untainted.dra-failfast.test", Devices: 4})
 	ns := namespaceFor(t)
 	createTemplate(t, ns, "claim", untainted, nil)
-	broken := []string{dradriver.DeviceName(0), dradriver.DeviceName(1)}
+	broken := []string{testdriver.DeviceName(0), testdriver.DeviceName(1)}
 	for _, device := range broken {
 		if err := untainted.Client.SetBroken(t.Context(), device, true); err != nil {
 			t.Fatalf("break %s: %v", device, err)
@@ -249,7 +249,7 @@ func TestDeviceFaultWithoutTaintChurns(t *testing.T) {
 // taintWaitQuantiles reads the driver's taint wait histogram from its
 // /metrics and returns the upper bounds of the buckets holding the median
 // and the 99th percentile, and the number of waits.
-func taintWaitQuantiles(ctx context.Context, d *framework.Driver) (p50, p99 time.Duration, n int, err error) {
+func taintWaitQuantiles(ctx context.Context, d *e2eframework.Driver) (p50, p99 time.Duration, n int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.Client.BaseURL+"/metrics", nil)
 	if err != nil {
 		return 0, 0, 0, err

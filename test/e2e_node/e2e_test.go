@@ -1,7 +1,7 @@
 //go:build e2e_node
 
 // Package e2enode runs dra-failfast end to end on a real local single-node
-// cluster (test/localcluster) with the patched kubelet and the test DRA
+// cluster (internal/localcluster) with the patched kubelet and the test DRA
 // driver. It needs root and the binaries of `make build`:
 //
 //	go test -tags e2e_node -v -timeout 30m -parallel 48 ./test/e2e_node/
@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
 )
 
 const gate = string(failfastdra.DRAHandlePermanentDriverFailures)
@@ -49,7 +49,7 @@ const (
 var (
 	cluster *localcluster.Cluster
 	// driver is the default test driver, shared by the tests.
-	driver *framework.Driver
+	driver *e2eframework.Driver
 	client kubernetes.Interface
 )
 
@@ -83,7 +83,7 @@ func run(m *testing.M) int {
 		}
 	}()
 	client = cluster.Client()
-	if driver, err = framework.StartDriver(ctx, cluster, framework.DriverOptions{TaintBroken: true, Webhook: true}); err != nil {
+	if driver, err = e2eframework.StartDriver(ctx, cluster, e2eframework.DriverOptions{TaintBroken: true, Webhook: true}); err != nil {
 		fmt.Fprintf(os.Stderr, "test driver: %v\n", err)
 		return 1
 	}
@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "webhook: %v\n", err)
 		return 1
 	}
-	if err := framework.EnsureDeviceClass(ctx, client); err != nil {
+	if err := e2eframework.EnsureDeviceClass(ctx, client); err != nil {
 		fmt.Fprintf(os.Stderr, "device class: %v\n", err)
 		return 1
 	}
@@ -143,10 +143,10 @@ func dataRaces(log string) (ours, others int) {
 
 // setup makes a namespace and a claim template "claim" of the default
 // driver with behavior in it.
-func setup(t *testing.T, behavior *framework.Behavior) string {
+func setup(t *testing.T, parameters []byte) string {
 	t.Helper()
 	ns := namespaceFor(t)
-	createTemplate(t, ns, "claim", driver, behavior)
+	createTemplate(t, ns, "claim", driver, parameters)
 	return ns
 }
 
@@ -156,7 +156,7 @@ func createPod(t *testing.T, ns, name string) {
 }
 
 // claimStats returns the default driver's counters for the claim of pod ns/pod.
-func claimStats(t *testing.T, ns, pod string) dradriver.ClaimStats {
+func claimStats(t *testing.T, ns, pod string) testdriver.ClaimStats {
 	t.Helper()
 	_, stats := statsOf(t, driver, ns, pod, "")
 	return stats
@@ -166,21 +166,21 @@ func claimStats(t *testing.T, ns, pod string) dradriver.ClaimStats {
 // claim is unprepared, and no container ever starts.
 func TestPermanentFailureFailsPod(t *testing.T) {
 	t.Parallel()
-	for name, behavior := range map[string]*framework.Behavior{
-		"invalid-config": {Raw: `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Sometimes"}`},
-		"injected":       behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "device firmware refuses this partition layout"}),
+	for name, behavior := range map[string][]byte{
+		"invalid-config": []byte(`{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Sometimes"}`),
+		"injected":       behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "device firmware refuses this partition layout"}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each waits past two resyncs; own namespace and claim
 			// Invalid config gets past admission only while the driver's
 			// webhook is down: prepare-time validation is the safety net.
-			ns := namespaceWithLabels(t, map[string]string{framework.WebhookNamespaceLabel: framework.WebhookDown})
+			ns := namespaceWithLabels(t, map[string]string{e2eframework.WebhookNamespaceLabel: e2eframework.WebhookDown})
 			createTemplate(t, ns, "claim", driver, behavior)
 			start := time.Now()
 			createPod(t, ns, "app")
 			pod := waitFor(t, ns, "app", 90*time.Second, "Failed", podFailed)
 			t.Logf("pod Failed %.1fs after creation; message: %s", time.Since(start).Seconds(), pod.Status.Message)
-			checkFailedPod(t, pod, ns+"/app-", dradriver.DefaultDriverName, "failed permanently")
+			checkFailedPod(t, pod, ns+"/app-", testdriver.DefaultDriverName, "failed permanently")
 			// The kubelet would retry at its next pod resync: wait past
 			// two and count again.
 			time.Sleep(resyncWait)
@@ -192,7 +192,7 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 				t.Errorf("driver did not report a permanent error: %+v", stats)
 			}
 			pod = getPod(t, ns, "app")
-			if pod.Status.Phase != v1.PodFailed || len(framework.StartedContainers(pod)) > 0 {
+			if pod.Status.Phase != v1.PodFailed || len(e2eframework.StartedContainers(pod)) > 0 {
 				t.Errorf("pod changed after failing: %+v", pod.Status)
 			}
 			deleteAndCheckNoLeaks(t, ns, driver)
@@ -205,7 +205,7 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 func TestTransientFailureThenRuns(t *testing.T) {
 	t.Parallel()
 	// The kubelet retries a failed prepare at its next pod resync (syncFrequency).
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}))
 	createPod(t, ns, "app")
 	pod := waitFor(t, ns, "app", time.Minute, "Running or Failed", func(p *v1.Pod) bool {
 		return p.Status.Phase == v1.PodRunning || p.Status.Phase == v1.PodFailed
@@ -224,7 +224,7 @@ func TestTransientFailureThenRuns(t *testing.T) {
 // permanently failing pod instead of burning its backoffLimit.
 func TestJobPodFailurePolicyFailsFast(t *testing.T) {
 	t.Parallel()
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "invalid partition layout"}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "invalid partition layout"}))
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
 		Spec: batchv1.JobSpec{
@@ -242,7 +242,7 @@ func TestJobPodFailurePolicyFailsFast(t *testing.T) {
 					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
 				},
 			}},
-			Template: v1.PodTemplateSpec{Spec: framework.PodSpec("claim", v1.RestartPolicyNever)},
+			Template: v1.PodTemplateSpec{Spec: e2eframework.PodSpec("claim", v1.RestartPolicyNever)},
 		},
 	}
 	start := time.Now()
@@ -283,7 +283,7 @@ func TestGateOffRetries(t *testing.T) {
 	ctx := t.Context()
 	restartKubelet(ctx, t, false)
 	t.Cleanup(func() { restartKubelet(context.Background(), t, true) })
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "never works"}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "never works"}))
 	created := time.Now()
 	createPod(t, ns, "app")
 	first := waitForCalls(t, driver, ns, "app", 1, 90*time.Second)

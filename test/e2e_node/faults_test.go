@@ -28,10 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
 )
 
 const downgradesMetric = "kubelet_dra_permanent_failure_downgrades_total"
@@ -46,7 +46,7 @@ func TestFaultRunningPodNotFailedOnReprepare(t *testing.T) {
 	ns := setup(t, nil)
 	createPodWith(t, ns, "app", v1.RestartPolicyAlways, "claim")
 	pod := waitFor(t, ns, "app", time.Minute, "Running", podRunning)
-	if err := driver.Client.SetBehavior(t.Context(), ns, dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "device lost its firmware"}); err != nil {
+	if err := driver.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "device lost its firmware"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = driver.Client.ClearBehavior(context.Background(), ns) })
@@ -132,11 +132,11 @@ func killSandbox(t *testing.T, pod *v1.Pod) {
 // the driver turns Permanent: the pod fails exactly once, and the driver is
 // not asked to prepare it again.
 func TestFaultTransientThenKubeletRestartThenPermanent(t *testing.T) {
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Message: "device busy"}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "device busy"}))
 	createPod(t, ns, "app")
 	waitForCalls(t, driver, ns, "app", 1, time.Minute)
 	restartKubelet(t.Context(), t, true)
-	if err := driver.Client.SetBehavior(t.Context(), ns, dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "device found broken"}); err != nil {
+	if err := driver.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "device found broken"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = driver.Client.ClearBehavior(context.Background(), ns) })
@@ -157,7 +157,7 @@ func TestFaultTransientThenKubeletRestartThenPermanent(t *testing.T) {
 // 3. A pod failed permanently stays Failed across a kubelet restart, and the
 // driver is never called again for it.
 func TestFaultFailedPodStaysFailedAcrossKubeletRestart(t *testing.T) {
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "invalid partition layout"}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "invalid partition layout"}))
 	createPod(t, ns, "app")
 	waitFor(t, ns, "app", time.Minute, "Failed", podFailed)
 	waitForUnprepared(t, driver, ns, "app")
@@ -176,9 +176,9 @@ func TestFaultFailedPodStaysFailedAcrossKubeletRestart(t *testing.T) {
 
 // waitForUnprepared waits until the driver saw an unprepare call for the
 // claim of pod ns/pod.
-func waitForUnprepared(t *testing.T, d *framework.Driver, ns, pod string) dradriver.ClaimStats {
+func waitForUnprepared(t *testing.T, d *e2eframework.Driver, ns, pod string) testdriver.ClaimStats {
 	t.Helper()
-	var stats dradriver.ClaimStats
+	var stats testdriver.ClaimStats
 	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, stats = statsOf(t, d, ns, pod, "")
 		return stats.UnprepareCalls > 0, nil
@@ -232,22 +232,22 @@ func TestFaultDriverGone(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		breakIt func(*framework.Driver) error
+		breakIt func(*e2eframework.Driver) error
 	}{
-		{"killed", (*framework.Driver).Kill}, // sockets stay behind
-		{"socket-gone", func(d *framework.Driver) error {
+		{"killed", (*e2eframework.Driver).Kill}, // sockets stay behind
+		{"socket-gone", func(d *e2eframework.Driver) error {
 			if err := d.Kill(); err != nil {
 				return err
 			}
 			return os.Remove(d.DRASocketPath())
 		}},
-		{"unregistered", (*framework.Driver).Stop}, // SIGTERM: removes its sockets
+		{"unregistered", (*e2eframework.Driver).Stop}, // SIGTERM: removes its sockets
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // a driver of its own
-			gone := startDriver(t, framework.DriverOptions{DriverName: tc.name + ".dra-failfast.test", Devices: 2})
+			gone := startDriver(t, e2eframework.DriverOptions{DriverName: tc.name + ".dra-failfast.test", Devices: 2})
 			ns := namespaceFor(t)
-			createTemplate(t, ns, "claim", gone, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device warming up"}))
+			createTemplate(t, ns, "claim", gone, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device warming up"}))
 			createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
 			waitForCalls(t, gone, ns, "app", 1, time.Minute)
 			if err := tc.breakIt(gone); err != nil {
@@ -272,7 +272,7 @@ func TestFaultDriverGone(t *testing.T) {
 // condition and container states, only after unprepare succeeded.
 func TestFaultUnprepareFails(t *testing.T) {
 	t.Parallel()
-	ns := setup(t, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "bad config", UnprepareFailures: ptr.To[int64](2)}))
+	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "bad config", UnprepareFailures: ptr.To[int64](2)}))
 	createPod(t, ns, "app")
 	sawReserved := false
 	var pod *v1.Pod
@@ -317,10 +317,10 @@ func TestFaultUnprepareFails(t *testing.T) {
 // instance of the driver than the one that prepared.
 func TestFaultTwoDrivers(t *testing.T) {
 	t.Parallel()
-	one := startDriver(t, framework.DriverOptions{DriverName: "one.dra-failfast.test", Devices: 4})
-	two := startDriver(t, framework.DriverOptions{DriverName: "two.dra-failfast.test", Devices: 4})
-	permanent := func(msg string) *framework.Behavior {
-		return behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: msg})
+	one := startDriver(t, e2eframework.DriverOptions{DriverName: "one.dra-failfast.test", Devices: 4})
+	two := startDriver(t, e2eframework.DriverOptions{DriverName: "two.dra-failfast.test", Devices: 4})
+	permanent := func(msg string) []byte {
+		return behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: msg})
 	}
 
 	t.Run("one permanent, one prepared", func(t *testing.T) {
@@ -360,7 +360,7 @@ func TestFaultTwoDrivers(t *testing.T) {
 
 	t.Run("unprepare by another driver instance", func(t *testing.T) {
 		ns := namespaceFor(t)
-		createTemplate(t, ns, "one", one, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "bad", UnprepareFailures: ptr.To[int64](1000)}))
+		createTemplate(t, ns, "one", one, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "bad", UnprepareFailures: ptr.To[int64](1000)}))
 		createPodWith(t, ns, "app", v1.RestartPolicyNever, "one")
 		waitForUnprepared(t, one, ns, "app")
 		expectNotFailed(t, ns, "app", 2*time.Second)
@@ -384,10 +384,10 @@ func TestFaultTwoDrivers(t *testing.T) {
 func TestFaultManyPods(t *testing.T) {
 	t.Parallel()
 	const perKind = 50
-	bulk := startDriver(t, framework.DriverOptions{DriverName: "bulk.dra-failfast.test", Devices: 3*perKind + 10})
+	bulk := startDriver(t, e2eframework.DriverOptions{DriverName: "bulk.dra-failfast.test", Devices: 3*perKind + 10})
 	ns := namespaceFor(t)
-	createTemplate(t, ns, "permanent", bulk, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "invalid config"}))
-	createTemplate(t, ns, "transient", bulk, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "busy"}))
+	createTemplate(t, ns, "permanent", bulk, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "invalid config"}))
+	createTemplate(t, ns, "transient", bulk, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "busy"}))
 	createTemplate(t, ns, "healthy", bulk, nil)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -442,40 +442,40 @@ func TestFaultManyPods(t *testing.T) {
 // encoding fails a pod; nothing else does; nothing crashes; texts stay bounded.
 func TestFaultHostileAnswers(t *testing.T) {
 	t.Parallel()
-	hostile := startDriver(t, framework.DriverOptions{DriverName: "hostile.dra-failfast.test", Devices: 32})
+	hostile := startDriver(t, e2eframework.DriverOptions{DriverName: "hostile.dra-failfast.test", Devices: 32})
 	raw := func(b ...byte) string { return base64.StdEncoding.EncodeToString(b) }
-	permanent := func(wire *dradriver.WireSpec) dradriver.BehaviorSpec {
-		return dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "hostile answer", Wire: wire}
+	permanent := func(wire *testdriver.WireSpec) testdriver.BehaviorSpec {
+		return testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "hostile answer", Wire: wire}
 	}
 	const field3Varint, field3Bytes = 0x18, 0x1a // tags of field 3 with wire types varint and bytes
 	cases := map[string]struct {
-		spec       dradriver.BehaviorSpec
+		spec       testdriver.BehaviorSpec
 		wantFailed bool
 	}{
 		"exact Permanent":                     {spec: permanent(nil), wantFailed: true},
-		"exact encoding on an unmarked error": {spec: dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Message: "x", Wire: &dradriver.WireSpec{ErrorType: ptr.To[int64](1)}}, wantFailed: true},
+		"exact encoding on an unmarked error": {spec: testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "x", Wire: &testdriver.WireSpec{ErrorType: ptr.To[int64](1)}}, wantFailed: true},
 		"oversized message with control characters": {
-			spec:       dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "\x1b[31minvalid\n\tconfig\u202e ", MessageRepeat: 20000},
+			spec:       testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "\x1b[31minvalid\n\tconfig\u202e ", MessageRepeat: 20000},
 			wantFailed: true,
 		},
-		"oversized transient message":          {spec: dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Message: "\x1b[0mbusy\r\n", MessageRepeat: 20000}},
-		"Unknown sent explicitly":              {spec: permanent(&dradriver.WireSpec{ErrorType: ptr.To[int64](0)})},
-		"unknown value 2":                      {spec: permanent(&dradriver.WireSpec{ErrorType: ptr.To[int64](2)})},
-		"negative value":                       {spec: permanent(&dradriver.WireSpec{ErrorType: ptr.To[int64](-1)})},
-		"out of int32 range":                   {spec: permanent(&dradriver.WireSpec{ErrorType: ptr.To[int64](1 << 33)})},
-		"field absent":                         {spec: permanent(&dradriver.WireSpec{ErrorTypeAbsent: true})},
-		"duplicated":                           {spec: permanent(&dradriver.WireSpec{RawFields: raw(field3Varint, 1)})},
-		"wrong wire type":                      {spec: permanent(&dradriver.WireSpec{ErrorTypeAbsent: true, RawFields: raw(field3Bytes, 1, 1)})},
-		"truncated varint":                     {spec: permanent(&dradriver.WireSpec{ErrorTypeAbsent: true, RawFields: raw(field3Varint, 0x80)})},
-		"garbage bytes":                        {spec: permanent(&dradriver.WireSpec{RawFields: raw(0xff, 0xff, 0xff)})},
-		"result for a claim that was not sent": {spec: permanent(&dradriver.WireSpec{ExtraClaimUID: "00000000-0000-0000-0000-000000000000"})},
-		"claim omitted":                        {spec: permanent(&dradriver.WireSpec{OmitClaim: true})},
+		"oversized transient message":          {spec: testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "\x1b[0mbusy\r\n", MessageRepeat: 20000}},
+		"Unknown sent explicitly":              {spec: permanent(&testdriver.WireSpec{ErrorType: ptr.To[int64](0)})},
+		"unknown value 2":                      {spec: permanent(&testdriver.WireSpec{ErrorType: ptr.To[int64](2)})},
+		"negative value":                       {spec: permanent(&testdriver.WireSpec{ErrorType: ptr.To[int64](-1)})},
+		"out of int32 range":                   {spec: permanent(&testdriver.WireSpec{ErrorType: ptr.To[int64](1 << 33)})},
+		"field absent":                         {spec: permanent(&testdriver.WireSpec{ErrorTypeAbsent: true})},
+		"duplicated":                           {spec: permanent(&testdriver.WireSpec{RawFields: raw(field3Varint, 1)})},
+		"wrong wire type":                      {spec: permanent(&testdriver.WireSpec{ErrorTypeAbsent: true, RawFields: raw(field3Bytes, 1, 1)})},
+		"truncated varint":                     {spec: permanent(&testdriver.WireSpec{ErrorTypeAbsent: true, RawFields: raw(field3Varint, 0x80)})},
+		"garbage bytes":                        {spec: permanent(&testdriver.WireSpec{RawFields: raw(0xff, 0xff, 0xff)})},
+		"result for a claim that was not sent": {spec: permanent(&testdriver.WireSpec{ExtraClaimUID: "00000000-0000-0000-0000-000000000000"})},
+		"claim omitted":                        {spec: permanent(&testdriver.WireSpec{OmitClaim: true})},
 	}
 	for _, code := range []string{"Unavailable", "Internal", "InvalidArgument", "FailedPrecondition", "ResourceExhausted", "Unknown"} {
 		cases["gRPC "+code] = struct {
-			spec       dradriver.BehaviorSpec
+			spec       testdriver.BehaviorSpec
 			wantFailed bool
-		}{spec: permanent(&dradriver.WireSpec{GRPCCode: code})}
+		}{spec: permanent(&testdriver.WireSpec{GRPCCode: code})}
 	}
 	t.Run("table", func(t *testing.T) {
 		for name, tc := range cases {
@@ -524,9 +524,9 @@ func kubeletHealthy(ctx context.Context) error {
 // retried as with a stock kubelet.
 func TestFaultV1beta1Driver(t *testing.T) {
 	t.Parallel()
-	old := startDriver(t, framework.DriverOptions{DriverName: "v1beta1.dra-failfast.test", Devices: 2, GRPCAPI: dradriver.GRPCAPIV1beta1})
+	old := startDriver(t, e2eframework.DriverOptions{DriverName: "v1beta1.dra-failfast.test", Devices: 2, GRPCAPI: testdriver.GRPCAPIV1beta1})
 	ns := namespaceFor(t)
-	createTemplate(t, ns, "claim", old, behavior(dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "invalid config"}))
+	createTemplate(t, ns, "claim", old, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "invalid config"}))
 	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
 	waitForCalls(t, old, ns, "app", 1, time.Minute)
 	stats := waitForCalls(t, old, ns, "app", 2, resyncWait)

@@ -21,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
 )
 
 // Bounds of what reaches the API from a driver (pkg/kubelet/cm/dra).
@@ -43,14 +43,14 @@ func namespaceFor(t *testing.T) string {
 func namespaceWithLabels(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	name := t.Name()
-	if mode := labels[framework.WebhookNamespaceLabel]; mode != "" {
+	if mode := labels[e2eframework.WebhookNamespaceLabel]; mode != "" {
 		name += "-" + mode
 	}
 	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ",", "", " ", "-").Replace(name))
 	if len(ns) > 63 {
 		ns = strings.TrimRight(ns[:63], "-")
 	}
-	if err := framework.CreateNamespaceWithLabels(t.Context(), client, ns, labels); err != nil {
+	if err := e2eframework.CreateNamespaceWithLabels(t.Context(), client, ns, labels); err != nil {
 		t.Fatalf("namespace %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
@@ -60,28 +60,23 @@ func namespaceWithLabels(t *testing.T, labels map[string]string) string {
 }
 
 // createTemplate creates the claim template name in ns for one device of
-// driver d, with behavior as its opaque config (nil: none).
-func createTemplate(t *testing.T, ns, name string, d *framework.Driver, behavior *framework.Behavior) {
+// driver d, with parameters as its opaque config (nil: none).
+func createTemplate(t *testing.T, ns, name string, d *e2eframework.Driver, parameters []byte) {
 	t.Helper()
-	tmpl, err := framework.ClaimTemplateFor(ns, name, d.DeviceClass(), d.Name(), behavior)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := e2eframework.ClaimTemplateFor(ns, name, d.DeviceClass(), d.Name(), parameters)
 	if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("claim template: %v", err)
 	}
 }
 
-// behavior is shorthand for an opaque config.
-func behavior(spec dradriver.BehaviorSpec) *framework.Behavior {
-	return &framework.Behavior{BehaviorSpec: spec}
-}
+// behavior is shorthand for the opaque parameters of spec.
+func behavior(spec testdriver.BehaviorSpec) []byte { return spec.Parameters() }
 
 // createPodWith creates pod ns/name whose claims come from the templates
 // (one pod claim per template, named like it).
 func createPodWith(t *testing.T, ns, name string, restartPolicy v1.RestartPolicy, templates ...string) {
 	t.Helper()
-	spec := framework.PodSpec(templates[0], restartPolicy)
+	spec := e2eframework.PodSpec(templates[0], restartPolicy)
 	spec.ResourceClaims, spec.Containers[0].Resources.Claims = nil, nil
 	for _, tmpl := range templates {
 		spec.ResourceClaims = append(spec.ResourceClaims, v1.PodResourceClaim{Name: tmpl, ResourceClaimTemplateName: ptr.To(tmpl)})
@@ -95,7 +90,7 @@ func createPodWith(t *testing.T, ns, name string, restartPolicy v1.RestartPolicy
 
 // statsOf returns driver d's counters for the claim that pod ns/pod got
 // from its template (named "<pod>-<template>-<suffix>"; template "" matches any).
-func statsOf(t *testing.T, d *framework.Driver, ns, pod, template string) (string, dradriver.ClaimStats) {
+func statsOf(t *testing.T, d *e2eframework.Driver, ns, pod, template string) (string, testdriver.ClaimStats) {
 	t.Helper()
 	stats, err := d.Client.Stats(t.Context())
 	if err != nil {
@@ -106,14 +101,14 @@ func statsOf(t *testing.T, d *framework.Driver, ns, pod, template string) (strin
 			return uid, claim
 		}
 	}
-	return "", dradriver.ClaimStats{}
+	return "", testdriver.ClaimStats{}
 }
 
 // waitForCalls waits until driver d saw at least prepares NodePrepareResources
 // calls for the claim of pod ns/pod.
-func waitForCalls(t *testing.T, d *framework.Driver, ns, pod string, prepares int, timeout time.Duration) dradriver.ClaimStats {
+func waitForCalls(t *testing.T, d *e2eframework.Driver, ns, pod string, prepares int, timeout time.Duration) testdriver.ClaimStats {
 	t.Helper()
-	var stats dradriver.ClaimStats
+	var stats testdriver.ClaimStats
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		_, stats = statsOf(t, d, ns, pod, "")
 		return stats.PrepareCalls >= prepares, nil
@@ -165,7 +160,7 @@ func expectNotFailed(t *testing.T, ns, name string, d time.Duration) *v1.Pod {
 // waitFor waits for pod ns/name to satisfy done.
 func waitFor(t *testing.T, ns, name string, timeout time.Duration, what string, done func(*v1.Pod) bool) *v1.Pod {
 	t.Helper()
-	pod, err := framework.WaitForPod(t.Context(), client, ns, name, timeout, done)
+	pod, err := e2eframework.WaitForPod(t.Context(), client, ns, name, timeout, done)
 	if err != nil {
 		var status any = "no pod"
 		if pod != nil {
@@ -205,7 +200,7 @@ func checkFailedPod(t *testing.T, pod *v1.Pod, wantInMessage ...string) {
 		t.Errorf("no %s=True condition in %+v; resourceVersion %s, status written by %v; status %+v",
 			failfastdra.PodConditionType, pod.Status.Conditions, pod.ResourceVersion, writers, pod.Status)
 	}
-	if started := framework.StartedContainers(pod); len(started) > 0 {
+	if started := e2eframework.StartedContainers(pod); len(started) > 0 {
 		t.Errorf("containers started: %v", started)
 	}
 	for _, c := range pod.Status.ContainerStatuses {
@@ -254,7 +249,7 @@ func checkText(t *testing.T, what, text string, limit int) {
 // stays prepared: no driver holds a prepared claim of ns, no CDI spec of
 // such a claim is left, and no ResourceClaim of ns is reserved any more. It
 // returns the number of leaks found (also reported as errors).
-func deleteAndCheckNoLeaks(t *testing.T, ns string, drivers ...*framework.Driver) int {
+func deleteAndCheckNoLeaks(t *testing.T, ns string, drivers ...*e2eframework.Driver) int {
 	t.Helper()
 	ctx := t.Context()
 	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
@@ -281,7 +276,7 @@ func deleteAndCheckNoLeaks(t *testing.T, ns string, drivers ...*framework.Driver
 	return len(leaks)
 }
 
-func leaksIn(ctx context.Context, ns string, drivers []*framework.Driver) []string {
+func leaksIn(ctx context.Context, ns string, drivers []*e2eframework.Driver) []string {
 	var leaks []string
 	for _, d := range drivers {
 		if !d.Running() {
@@ -298,7 +293,7 @@ func leaksIn(ctx context.Context, ns string, drivers []*framework.Driver) []stri
 			if claim.Prepared {
 				leaks = append(leaks, fmt.Sprintf("driver %s still has claim %s/%s prepared", d.Name(), ns, claim.Name))
 			}
-			if _, err := os.Stat(dradriver.CDISpecPath(cluster.CDISpecDir(), d.Name(), types.UID(uid))); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(testdriver.CDISpecPath(cluster.CDISpecDir(), d.Name(), types.UID(uid))); !errors.Is(err, os.ErrNotExist) {
 				leaks = append(leaks, fmt.Sprintf("CDI spec of claim %s/%s of driver %s is left (%v)", ns, claim.Name, d.Name(), err))
 			}
 		}
@@ -319,9 +314,9 @@ func leaksIn(ctx context.Context, ns string, drivers []*framework.Driver) []stri
 
 // startDriver starts a test driver of its own for a test, with its
 // DeviceClass, and stops it at the end.
-func startDriver(t *testing.T, opts framework.DriverOptions) *framework.Driver {
+func startDriver(t *testing.T, opts e2eframework.DriverOptions) *e2eframework.Driver {
 	t.Helper()
-	d, err := framework.StartDriver(t.Context(), cluster, opts)
+	d, err := e2eframework.StartDriver(t.Context(), cluster, opts)
 	if err != nil {
 		t.Fatalf("start driver %s: %v", opts.DriverName, err)
 	}
@@ -330,7 +325,7 @@ func startDriver(t *testing.T, opts framework.DriverOptions) *framework.Driver {
 			t.Logf("stop driver %s: %v", d.Name(), err)
 		}
 	})
-	if _, err := framework.EnsureDeviceClassFor(t.Context(), client, d.Name()); err != nil {
+	if _, err := e2eframework.EnsureDeviceClassFor(t.Context(), client, d.Name()); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -339,8 +334,8 @@ func startDriver(t *testing.T, opts framework.DriverOptions) *framework.Driver {
 // kubeletMetric reads a kubelet counter, 0 when it has no sample yet.
 func kubeletMetric(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, err := framework.KubeletMetric(t.Context(), cluster, name, labels)
-	if err != nil && !errors.Is(err, framework.ErrMetricNotFound) {
+	v, err := e2eframework.KubeletMetric(t.Context(), cluster, name, labels)
+	if err != nil && !errors.Is(err, e2eframework.ErrMetricNotFound) {
 		t.Fatalf("kubelet metric %s: %v", name, err)
 	}
 	return v
@@ -348,7 +343,7 @@ func kubeletMetric(t *testing.T, name string, labels map[string]string) float64 
 
 // restartKubelet restarts the kubelet with the gate set to enabled and waits
 // until every long-lived driver has its devices published again.
-func restartKubelet(ctx context.Context, t *testing.T, enabled bool, extra ...*framework.Driver) {
+func restartKubelet(ctx context.Context, t *testing.T, enabled bool, extra ...*e2eframework.Driver) {
 	t.Helper()
 	replaceKubelet(ctx, t, cluster.KubeletPath(), map[string]bool{gate: enabled}, extra...)
 }
@@ -357,13 +352,13 @@ var kubeletMu sync.Mutex
 
 // replaceKubelet runs kubelet binary with featureGates instead of the current
 // one and waits until the drivers have their devices published again.
-func replaceKubelet(ctx context.Context, t *testing.T, binary string, featureGates map[string]bool, extra ...*framework.Driver) {
+func replaceKubelet(ctx context.Context, t *testing.T, binary string, featureGates map[string]bool, extra ...*e2eframework.Driver) {
 	t.Helper()
 	kubeletMu.Lock()
 	defer kubeletMu.Unlock()
 	start := time.Now()
-	drivers := append([]*framework.Driver{driver}, extra...)
-	if err := framework.ReplaceKubelet(ctx, cluster, binary, featureGates, drivers...); err != nil {
+	drivers := append([]*e2eframework.Driver{driver}, extra...)
+	if err := e2eframework.ReplaceKubelet(ctx, cluster, binary, featureGates, drivers...); err != nil {
 		t.Fatalf("run kubelet %s with %v: %v", binary, featureGates, err)
 	}
 	t.Logf("kubelet %s running with %v, devices published again %.1fs after the restart began", filepath.Base(binary), featureGates, time.Since(start).Seconds())

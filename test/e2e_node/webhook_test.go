@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/e2e_node/framework"
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
 // invalidConfig is opaque config for the default driver that its
@@ -26,10 +26,7 @@ const invalidConfig = `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehav
 // opaque config in ns with kubectl, and returns kubectl's output.
 func kubectlApply(t *testing.T, ns, name, driverName, config string) (string, error) {
 	t.Helper()
-	tmpl, err := framework.ClaimTemplateFor(ns, name, framework.DeviceClassFor(driverName), driverName, &framework.Behavior{Raw: config})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl := e2eframework.ClaimTemplateFor(ns, name, e2eframework.DeviceClassFor(driverName), driverName, []byte(config))
 	tmpl.APIVersion, tmpl.Kind = "resource.k8s.io/v1", "ResourceClaimTemplate"
 	manifest, err := yaml.Marshal(tmpl)
 	if err != nil {
@@ -48,7 +45,7 @@ func TestWebhookRejectsInvalidConfigAtApply(t *testing.T) {
 	t.Parallel()
 	ns := namespaceFor(t)
 
-	out, err := kubectlApply(t, ns, "invalid", dradriver.DefaultDriverName, invalidConfig)
+	out, err := kubectlApply(t, ns, "invalid", testdriver.DefaultDriverName, invalidConfig)
 	t.Logf("$ kubectl apply -f invalid.yaml\n%s", out)
 	if err == nil {
 		t.Fatal("kubectl apply of invalid config succeeded")
@@ -63,7 +60,7 @@ func TestWebhookRejectsInvalidConfigAtApply(t *testing.T) {
 	}
 
 	valid := `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Transient","failures":1}`
-	if out, err := kubectlApply(t, ns, "valid", dradriver.DefaultDriverName, valid); err != nil {
+	if out, err := kubectlApply(t, ns, "valid", testdriver.DefaultDriverName, valid); err != nil {
 		t.Errorf("valid config refused: %v\n%s", err, out)
 	}
 	// Another driver's config is none of this webhook's business, even if
@@ -74,7 +71,7 @@ func TestWebhookRejectsInvalidConfigAtApply(t *testing.T) {
 
 	// Admission latency over 100 creates, with the webhook and without
 	// (a namespace the webhook skips).
-	off := namespaceWithLabels(t, map[string]string{framework.WebhookNamespaceLabel: framework.WebhookOff})
+	off := namespaceWithLabels(t, map[string]string{e2eframework.WebhookNamespaceLabel: e2eframework.WebhookOff})
 	with, without := createLatencies(t, ns, 100), createLatencies(t, off, 100)
 	t.Logf("create latency of a ResourceClaimTemplate over 100 creates: with the webhook p50 %v p99 %v; without p50 %v p99 %v; added p50 %v",
 		with.p50, with.p99, without.p50, without.p99, with.p50-without.p50)
@@ -88,10 +85,7 @@ func createLatencies(t *testing.T, ns string, n int) latencies {
 	t.Helper()
 	durations := make([]time.Duration, 0, n)
 	for i := range n {
-		tmpl, err := framework.ClaimTemplate(ns, fmt.Sprintf("latency-%03d", i), behavior(dradriver.BehaviorSpec{Prepare: dradriver.PrepareSucceed}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		tmpl := e2eframework.ClaimTemplate(ns, fmt.Sprintf("latency-%03d", i), behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareSucceed}))
 		start := time.Now()
 		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", tmpl.Name, err)
@@ -119,12 +113,12 @@ func TestWebhookDownDeploymentChurn(t *testing.T) {
 		labels map[string]string
 	}{
 		{"webhook-up", nil},
-		{"webhook-down", map[string]string{framework.WebhookNamespaceLabel: framework.WebhookDown}},
+		{"webhook-down", map[string]string{e2eframework.WebhookNamespaceLabel: e2eframework.WebhookDown}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ns := namespaceWithLabels(t, tc.labels)
-			out, err := kubectlApply(t, ns, "claim", dradriver.DefaultDriverName, invalidConfig)
+			out, err := kubectlApply(t, ns, "claim", testdriver.DefaultDriverName, invalidConfig)
 			if admitted := err == nil; admitted != (tc.labels != nil) {
 				t.Fatalf("template admitted: %v, want %v: %s", admitted, tc.labels != nil, out)
 			}

@@ -128,11 +128,11 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 // there is no record.
 func Attach(cfg Config) (*Cluster, error) {
 	if cfg.StateDir == "" {
-		root, err := RepoRoot()
+		dir, err := OutputPath("local-cluster")
 		if err != nil {
 			return nil, err
 		}
-		cfg.StateDir = filepath.Join(root, "_output", "local-cluster")
+		cfg.StateDir = dir
 	}
 	stateDir, err := filepath.Abs(cfg.StateDir)
 	if err != nil {
@@ -263,6 +263,9 @@ func (c *Cluster) KubeletPath() string { return c.cfg.KubeletPath }
 
 // KubeletFeatureGates are the kubelet's current feature gates.
 func (c *Cluster) KubeletFeatureGates() map[string]bool { return maps.Clone(c.cfg.KubeletFeatureGates) }
+
+// BinDir is the directory of the cluster's binaries (kubectl among them).
+func (c *Cluster) BinDir() string { return c.cfg.BinDir }
 
 // Kubectl returns a kubectl command (the pinned one from BinDir) against the cluster.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) *exec.Cmd {

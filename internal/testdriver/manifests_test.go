@@ -1,4 +1,4 @@
-package dradriver
+package testdriver
 
 import (
 	"bufio"
@@ -19,11 +19,11 @@ import (
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
-// TestManifests decodes the manifests under deploy/ strictly and checks that
+// TestManifests decodes the demo manifests (demo/) strictly and checks that
 // the example claims do what their names say.
 func TestManifests(t *testing.T) {
 	decoder := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{Yaml: true, Strict: true})
-	files, err := filepath.Glob(filepath.Join("deploy", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "demo", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestManifests(t *testing.T) {
 		}
 		for _, claim := range pod.Spec.ResourceClaims {
 			if claim.ResourceClaimTemplateName == nil || templates[*claim.ResourceClaimTemplateName] == nil {
-				t.Errorf("pod %s: claim %s has no template in deploy/", pod.Name, claim.Name)
+				t.Errorf("pod %s: claim %s has no template in demo/", pod.Name, claim.Name)
 			}
 		}
 	}

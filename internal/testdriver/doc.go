@@ -1,4 +1,4 @@
-// Package dradriver is the test DRA driver of the demo, the e2e tests and the
+// Package testdriver is the test DRA driver of the demo, the e2e tests and the
 // benchmarks: a kubelet plugin built on k8s.io/dynamic-resource-allocation's
 // kubeletplugin helper and on pkg/failfastplugin, whose failures are chosen by
 // the test.
@@ -51,4 +51,4 @@
 //
 // Start starts the whole driver (kubelet plugin, ResourceSlices, HTTP
 // endpoint, admission webhook); cmd/dra-test-driver is the command around it.
-package dradriver
+package testdriver

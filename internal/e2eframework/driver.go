@@ -1,7 +1,7 @@
-// Package framework runs the test DRA driver next to a local cluster and
+// Package e2eframework runs the test DRA driver next to a local cluster and
 // builds the objects that the e2e_node tests, the demo and the benchmarks
 // use, so that all of them exercise the same setup.
-package framework
+package e2eframework
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
 // DefaultDevices is the number of devices of a driver started here unless
@@ -37,16 +37,16 @@ const DefaultDevices = 8
 type DriverOptions struct {
 	// Binary is the dra-test-driver binary. Default: <repo>/_output/bin/dra-test-driver.
 	Binary string
-	// DriverName defaults to dradriver.DefaultDriverName. Drivers with
+	// DriverName defaults to testdriver.DefaultDriverName. Drivers with
 	// different names can run side by side.
 	DriverName string
 	// Devices is the number of devices to publish (1 to
-	// dradriver.MaxDevices). Default DefaultDevices.
+	// testdriver.MaxDevices). Default DefaultDevices.
 	Devices int
 	// TaintBroken makes the driver taint a broken device before failing a claim on it.
 	TaintBroken bool
 	// GRPCAPI chooses the DRA gRPC services: "" (both), "v1", "v1beta1" or "both".
-	GRPCAPI dradriver.GRPCAPI
+	GRPCAPI testdriver.GRPCAPI
 	// Webhook makes the driver serve its validating admission webhook on
 	// 127.0.0.1 with a serving certificate from the cluster CA; register it
 	// with RegisterWebhook.
@@ -67,7 +67,7 @@ type Driver struct {
 
 	// Client talks to the HTTP endpoint of the current process. Start
 	// changes its BaseURL: do not use it concurrently with Start.
-	Client dradriver.Client
+	Client testdriver.Client
 	// LogFile is where the driver's output goes (appended, across
 	// restarts).
 	LogFile string
@@ -77,26 +77,26 @@ type Driver struct {
 // cluster's kubelet, and waits until its ResourceSlices are published.
 func StartDriver(ctx context.Context, c *localcluster.Cluster, opts DriverOptions) (*Driver, error) {
 	if opts.Binary == "" {
-		root, err := localcluster.RepoRoot()
+		binary, err := localcluster.OutputPath("bin", "dra-test-driver")
 		if err != nil {
 			return nil, err
 		}
-		opts.Binary = filepath.Join(root, "_output", "bin", "dra-test-driver")
+		opts.Binary = binary
 	}
 	if opts.DriverName == "" {
-		opts.DriverName = dradriver.DefaultDriverName
+		opts.DriverName = testdriver.DefaultDriverName
 	}
 	if opts.Devices == 0 {
 		opts.Devices = DefaultDevices
 	}
-	if opts.Devices < 1 || opts.Devices > dradriver.MaxDevices {
-		return nil, fmt.Errorf("test driver: Devices must be between 1 and %d, got %d", dradriver.MaxDevices, opts.Devices)
+	if opts.Devices < 1 || opts.Devices > testdriver.MaxDevices {
+		return nil, fmt.Errorf("test driver: Devices must be between 1 and %d, got %d", testdriver.MaxDevices, opts.Devices)
 	}
-	if _, err := dradriver.ParseGRPCAPI(string(opts.GRPCAPI)); err != nil {
+	if _, err := testdriver.ParseGRPCAPI(string(opts.GRPCAPI)); err != nil {
 		return nil, fmt.Errorf("test driver: %w", err)
 	}
 	logName := "dra-test-driver.log"
-	if opts.DriverName != dradriver.DefaultDriverName {
+	if opts.DriverName != testdriver.DefaultDriverName {
 		logName = "dra-test-driver-" + opts.DriverName + ".log"
 	}
 	d := &Driver{opts: opts, LogFile: filepath.Join(c.LogDir(), logName)}
@@ -119,13 +119,13 @@ func (d *Driver) DeviceClass() string { return DeviceClassFor(d.opts.DriverName)
 // DRASocketPath is the DRA gRPC socket of the driver: deleting it while the
 // driver runs makes the kubelet lose it ("socket gone").
 func (d *Driver) DRASocketPath() string {
-	return dradriver.DRASocketPath(d.kubeletRootDir, d.opts.DriverName)
+	return testdriver.DRASocketPath(d.kubeletRootDir, d.opts.DriverName)
 }
 
 // RegistrationSocketPath is the socket in the kubelet's plugins_registry
 // through which the driver registers.
 func (d *Driver) RegistrationSocketPath() string {
-	return dradriver.RegistrationSocketPath(d.kubeletRootDir, d.opts.DriverName)
+	return testdriver.RegistrationSocketPath(d.kubeletRootDir, d.opts.DriverName)
 }
 
 // process is one driver process.
@@ -207,7 +207,7 @@ func (d *Driver) Start(ctx context.Context, c *localcluster.Cluster) error {
 	}()
 	d.proc = proc
 	d.kubeletRootDir = c.KubeletRootDir()
-	d.Client = dradriver.Client{BaseURL: "http://" + address}
+	d.Client = testdriver.Client{BaseURL: "http://" + address}
 	if err := d.waitForResourceSlices(ctx, c, nil); err != nil {
 		_ = d.Stop()
 		return err
@@ -442,11 +442,11 @@ func freePort() (int, error) {
 
 // PodClaim returns the driver's counters for the claim that the pod
 // namespace/pod got from a ResourceClaimTemplate (named "<pod>-<claim>-<suffix>").
-func PodClaim(stats *dradriver.Stats, namespace, pod string) (dradriver.ClaimStats, bool) {
+func PodClaim(stats *testdriver.Stats, namespace, pod string) (testdriver.ClaimStats, bool) {
 	for _, claim := range stats.Claims {
 		if claim.Namespace == namespace && strings.HasPrefix(claim.Name, pod+"-") {
 			return claim, true
 		}
 	}
-	return dradriver.ClaimStats{}, false
+	return testdriver.ClaimStats{}, false
 }

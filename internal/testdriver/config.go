@@ -1,8 +1,9 @@
-package dradriver
+package testdriver
 
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -47,7 +48,7 @@ const (
 
 // BehaviorSpec holds every behavior field of a claim. It is the body of
 // PrepareBehavior (the opaque config) and of PUT /behavior (the namespace
-// override), and what framework.Behavior sends, so that all of them have the
+// override), and what e2eframework.Behavior sends, so that all of them have the
 // same fields.
 type BehaviorSpec struct {
 	// Prepare defaults to Succeed.
@@ -113,6 +114,17 @@ type PrepareBehavior struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	BehaviorSpec
+}
+
+// Parameters returns the opaque parameters of a claim that make the driver
+// behave as s: a PrepareBehavior with this API version and kind. The one
+// encoding of a behavior, used by the tests, the benchmarks and the demo.
+func (s BehaviorSpec) Parameters() []byte {
+	raw, err := json.Marshal(PrepareBehavior{APIVersion: ConfigAPIVersion, Kind: ConfigKind, BehaviorSpec: s})
+	if err != nil { // plain strings, numbers and pointers to them always encode
+		panic(fmt.Sprintf("encode PrepareBehavior: %v", err))
+	}
+	return raw
 }
 
 // ParsePrepareBehavior decodes and validates the parameters of one opaque

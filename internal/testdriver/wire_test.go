@@ -1,4 +1,4 @@
-package dradriver
+package testdriver
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func startDriver(t *testing.T, opts Options, claims ...*resourceapi.ResourceClai
 // contains the test name, and unix socket paths must stay below 108 bytes.
 func shortTempDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "dradriver")
+	dir, err := os.MkdirTemp("", "testdriver")
 	if err != nil {
 		t.Fatal(err)
 	}

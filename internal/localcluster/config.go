@@ -98,6 +98,34 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// OutputDir returns the directory of everything built or written by the
+// project: $OUTPUT_DIR when set (relative paths are taken from the
+// repository root), else <repo>/_output. hack/lib.sh resolves it the same
+// way; this is the one place the Go side does.
+func OutputDir() (string, error) {
+	dir := os.Getenv("OUTPUT_DIR")
+	if filepath.IsAbs(dir) {
+		return filepath.Clean(dir), nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("finding the output directory: %w", err)
+	}
+	if dir == "" {
+		dir = "_output"
+	}
+	return filepath.Join(root, dir), nil
+}
+
+// OutputPath returns elem joined to OutputDir, e.g. OutputPath("bin", "kubelet").
+func OutputPath(elem ...string) (string, error) {
+	dir, err := OutputDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(append([]string{dir}, elem...)...), nil
+}
+
 func modulePath(gomod []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(gomod))
 	for sc.Scan() {
@@ -110,11 +138,10 @@ func modulePath(gomod []byte) string {
 
 // withDefaults returns cfg with every empty field set and every path absolute.
 func (cfg Config) withDefaults() (Config, error) {
-	var root string
-	needRoot := cfg.StateDir == "" || cfg.BinDir == "" || cfg.ImageDir == ""
-	if needRoot {
+	var out string
+	if cfg.StateDir == "" || cfg.BinDir == "" || cfg.ImageDir == "" {
 		var err error
-		if root, err = RepoRoot(); err != nil {
+		if out, err = OutputDir(); err != nil {
 			return cfg, fmt.Errorf("finding default paths: %w", err)
 		}
 	}
@@ -129,13 +156,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		*p = a
 		return nil
 	}
-	if err := abs(&cfg.StateDir, filepath.Join(root, "_output", "local-cluster")); err != nil {
+	if err := abs(&cfg.StateDir, filepath.Join(out, "local-cluster")); err != nil {
 		return cfg, err
 	}
-	if err := abs(&cfg.BinDir, filepath.Join(root, "_output", "bin")); err != nil {
+	if err := abs(&cfg.BinDir, filepath.Join(out, "bin")); err != nil {
 		return cfg, err
 	}
-	if err := abs(&cfg.ImageDir, filepath.Join(root, "_output", "images")); err != nil {
+	if err := abs(&cfg.ImageDir, filepath.Join(out, "images")); err != nil {
 		return cfg, err
 	}
 	if err := abs(&cfg.KubeletPath, filepath.Join(cfg.BinDir, "kubelet")); err != nil {

@@ -1,4 +1,4 @@
-package framework
+package e2eframework
 
 import (
 	"errors"
@@ -13,48 +13,46 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
-// TestClaimTemplateJSON: the opaque parameters stay what they were before
-// Behavior embedded dradriver.BehaviorSpec, and the driver accepts them.
+// TestClaimTemplateJSON: BehaviorSpec.Parameters encode as the driver's
+// documented PrepareBehavior, the driver accepts them, and other bytes are
+// sent as they are.
 func TestClaimTemplateJSON(t *testing.T) {
 	for name, tc := range map[string]struct {
-		behavior *Behavior
-		want     string
+		parameters []byte
+		want       string
 	}{
 		"permanent": {
-			behavior: &Behavior{BehaviorSpec: dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "never works"}},
-			want:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","message":"never works"}`,
+			parameters: testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "never works"}.Parameters(),
+			want:       `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","message":"never works"}`,
 		},
 		"transient": {
-			behavior: &Behavior{BehaviorSpec: dradriver.BehaviorSpec{Prepare: dradriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}},
-			want:     `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Transient","failures":1,"message":"device busy"}`,
+			parameters: testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}.Parameters(),
+			want:       `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Transient","failures":1,"message":"device busy"}`,
 		},
 		"new fields": {
-			behavior: &Behavior{BehaviorSpec: dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, MessageRepeat: 2, UnprepareFailures: ptr.To[int64](0),
-				Wire: &dradriver.WireSpec{ErrorTypeAbsent: true}}},
+			parameters: testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, MessageRepeat: 2, UnprepareFailures: ptr.To[int64](0),
+				Wire: &testdriver.WireSpec{ErrorTypeAbsent: true}}.Parameters(),
 			want: `{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Permanent","messageRepeat":2,"unprepareFailures":0,"wire":{"errorTypeAbsent":true}}`,
 		},
 		"raw": {
-			behavior: &Behavior{Raw: `{"prepare":"Sometimes"}`},
-			want:     `{"prepare":"Sometimes"}`,
+			parameters: []byte(`{"prepare":"Sometimes"}`),
+			want:       `{"prepare":"Sometimes"}`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tmpl, err := ClaimTemplate("ns", "claim", tc.behavior)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tmpl := ClaimTemplate("ns", "claim", tc.parameters)
 			config := tmpl.Spec.Spec.Devices.Config
-			if len(config) != 1 || config[0].Opaque == nil || config[0].Opaque.Driver != dradriver.DefaultDriverName {
+			if len(config) != 1 || config[0].Opaque == nil || config[0].Opaque.Driver != testdriver.DefaultDriverName {
 				t.Fatalf("config = %+v", config)
 			}
 			if got := string(config[0].Opaque.Parameters.Raw); got != tc.want {
 				t.Errorf("parameters = %s\nwant         %s", got, tc.want)
 			}
-			if tc.behavior.Raw == "" {
-				if _, err := dradriver.ParsePrepareBehavior(config[0].Opaque.Parameters.Raw); err != nil {
+			if name != "raw" {
+				if _, err := testdriver.ParsePrepareBehavior(config[0].Opaque.Parameters.Raw); err != nil {
 					t.Errorf("the driver rejects the parameters: %v", err)
 				}
 			}
@@ -63,13 +61,13 @@ func TestClaimTemplateJSON(t *testing.T) {
 			}
 		})
 	}
-	tmpl, err := ClaimTemplateFor("ns", "claim", "other-class", "other.example.com", nil)
-	if err != nil || len(tmpl.Spec.Spec.Devices.Config) != 0 || tmpl.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName != "other-class" {
-		t.Errorf("ClaimTemplateFor without behavior = %+v, %v", tmpl, err)
+	tmpl := ClaimTemplateFor("ns", "claim", "other-class", "other.example.com", nil)
+	if len(tmpl.Spec.Spec.Devices.Config) != 0 || tmpl.Spec.Spec.Devices.Requests[0].Exactly.DeviceClassName != "other-class" {
+		t.Errorf("ClaimTemplateFor without parameters = %+v", tmpl)
 	}
-	tmpl, err = ClaimTemplateFor("ns", "claim", "other-class", "other.example.com", &Behavior{})
-	if err != nil || tmpl.Spec.Spec.Devices.Config[0].Opaque.Driver != "other.example.com" {
-		t.Errorf("ClaimTemplateFor = %+v, %v", tmpl, err)
+	tmpl = ClaimTemplateFor("ns", "claim", "other-class", "other.example.com", testdriver.BehaviorSpec{}.Parameters())
+	if tmpl.Spec.Spec.Devices.Config[0].Opaque.Driver != "other.example.com" {
+		t.Errorf("ClaimTemplateFor = %+v", tmpl)
 	}
 }
 
@@ -89,14 +87,14 @@ func TestEnsureDeviceClassFor(t *testing.T) {
 	if got := class.Spec.Selectors[0].CEL.Expression; got != `device.driver == "second.dra-failfast.test"` {
 		t.Errorf("CEL = %s", got)
 	}
-	name, err := EnsureDeviceClassFor(ctx, client, dradriver.DefaultDriverName)
+	name, err := EnsureDeviceClassFor(ctx, client, testdriver.DefaultDriverName)
 	if err != nil || name != DeviceClassName {
 		t.Fatalf("default driver: %q, %v", name, err)
 	}
 	if _, err := client.ResourceV1().DeviceClasses().Get(ctx, DeviceClassName, metav1.GetOptions{}); err != nil {
 		t.Errorf("default class: %v", err)
 	}
-	if got := (&Driver{opts: DriverOptions{DriverName: dradriver.DefaultDriverName}}).DeviceClass(); got != DeviceClassName {
+	if got := (&Driver{opts: DriverOptions{DriverName: testdriver.DefaultDriverName}}).DeviceClass(); got != DeviceClassName {
 		t.Errorf("DeviceClass of the default driver = %s", got)
 	}
 }

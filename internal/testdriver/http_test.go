@@ -1,4 +1,4 @@
-package dradriver
+package testdriver
 
 import (
 	"io"

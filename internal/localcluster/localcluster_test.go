@@ -152,7 +152,7 @@ func TestRepoRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "test", "localcluster")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "internal", "localcluster")); err != nil {
 		t.Errorf("RepoRoot() = %s: %v", root, err)
 	}
 }

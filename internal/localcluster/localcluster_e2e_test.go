@@ -4,7 +4,7 @@ package localcluster
 
 // Run as root, after hack/build-cluster-binaries.sh (and hack/build-kubelet.sh):
 //
-//	go test -tags e2e_node -v -timeout 10m ./test/localcluster/
+//	go test -tags e2e_node -v -timeout 10m ./internal/localcluster/
 //
 // LOCAL_CLUSTER_KUBELET picks the kubelet, relative to the repository root (default:
 // _output/bin/kubelet, else _output/bin/kubelet-stock).
@@ -34,7 +34,10 @@ func testKubelet(t *testing.T) string {
 		return path
 	}
 	for _, name := range []string{"kubelet", "kubelet-stock"} {
-		path := filepath.Join(root, "_output", "bin", name)
+		path, err := OutputPath("bin", name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := os.Stat(path); err == nil {
 			return path
 		}

@@ -1,8 +1,7 @@
-package framework
+package e2eframework
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,11 +18,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dra-failfast/dra-failfast/test/dradriver"
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
-// DeviceClassName is the DeviceClass of the test driver (test/dradriver/deploy/deviceclass.yaml).
+// DeviceClassName is the DeviceClass of the test driver (demo/deviceclass.yaml).
 const DeviceClassName = "dra-failfast.test"
 
 // RequestName is the device request of every claim made here.
@@ -35,7 +34,7 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(filepath.Join(root, "test", "dradriver", "deploy", "deviceclass.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "demo", "deviceclass.yaml"))
 	if err != nil {
 		return err
 	}
@@ -54,7 +53,7 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
 // creates for driverName: DeviceClassName for the default driver, else the
 // driver name.
 func DeviceClassFor(driverName string) string {
-	if driverName == "" || driverName == dradriver.DefaultDriverName {
+	if driverName == "" || driverName == testdriver.DefaultDriverName {
 		return DeviceClassName
 	}
 	return driverName
@@ -81,62 +80,33 @@ func EnsureDeviceClassFor(ctx context.Context, client kubernetes.Interface, driv
 	return name, nil
 }
 
-// Behavior is the test driver's PrepareBehavior opaque config: the fields
-// of dradriver.BehaviorSpec, for example
-//
-//	&framework.Behavior{BehaviorSpec: dradriver.BehaviorSpec{Prepare: dradriver.PreparePermanent, Message: "boom"}}
-//
-// Raw, when set, is sent instead (to send invalid config).
-type Behavior struct {
-	dradriver.BehaviorSpec
-	Raw string `json:"-"`
-}
-
 // ClaimTemplate returns a ResourceClaimTemplate for one device of the test
-// driver, with behavior as opaque config (nil: none).
-func ClaimTemplate(namespace, name string, behavior *Behavior) (*resourceapi.ResourceClaimTemplate, error) {
-	return ClaimTemplateFor(namespace, name, DeviceClassName, dradriver.DefaultDriverName, behavior)
+// driver, with parameters as its opaque config (nil: none). The parameters
+// are normally testdriver.BehaviorSpec.Parameters(); any other bytes are sent
+// as they are (to send invalid config).
+func ClaimTemplate(namespace, name string, parameters []byte) *resourceapi.ResourceClaimTemplate {
+	return ClaimTemplateFor(namespace, name, DeviceClassName, testdriver.DefaultDriverName, parameters)
 }
 
 // ClaimTemplateFor returns a ResourceClaimTemplate for one device of
-// deviceClass, with behavior as opaque config for driverName (nil: none).
-func ClaimTemplateFor(namespace, name, deviceClass, driverName string, behavior *Behavior) (*resourceapi.ResourceClaimTemplate, error) {
+// deviceClass, with parameters as opaque config for driverName (nil: none).
+func ClaimTemplateFor(namespace, name, deviceClass, driverName string, parameters []byte) *resourceapi.ResourceClaimTemplate {
 	tmpl := &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 			Requests: []resourceapi.DeviceRequest{{Name: RequestName, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: deviceClass}}},
 		}}},
 	}
-	if behavior == nil {
-		return tmpl, nil
-	}
-	raw, err := behavior.parameters()
-	if err != nil {
-		return nil, err
+	if parameters == nil {
+		return tmpl
 	}
 	tmpl.Spec.Spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
 		Requests: []string{RequestName},
 		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-			Driver: driverName, Parameters: runtime.RawExtension{Raw: raw},
+			Driver: driverName, Parameters: runtime.RawExtension{Raw: parameters},
 		}},
 	}}
-	return tmpl, nil
-}
-
-// parameters are the opaque parameters for b.
-func (b *Behavior) parameters() ([]byte, error) {
-	if b.Raw != "" {
-		return []byte(b.Raw), nil
-	}
-	raw, err := json.Marshal(dradriver.PrepareBehavior{
-		APIVersion:   dradriver.ConfigAPIVersion,
-		Kind:         dradriver.ConfigKind,
-		BehaviorSpec: b.BehaviorSpec,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("encode PrepareBehavior: %w", err)
-	}
-	return raw, nil
+	return tmpl
 }
 
 // PodSpec returns a spec with one workload container using a claim made from template.

@@ -1,4 +1,4 @@
-package framework
+package e2eframework
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 )
 
 // ErrMetricNotFound: no sample of the metric with the labels asked for. A

@@ -1,4 +1,4 @@
-package framework
+package e2eframework
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/dra-failfast/dra-failfast/test/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 )
 
 const (
