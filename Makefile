@@ -1,12 +1,16 @@
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
-.PHONY: demo test build kubelet kubelet-stock verify verify-patches test-upstream update-patches test-e2e-race
+.PHONY: demo test bench build kubelet kubelet-stock verify verify-patches test-upstream update-patches test-e2e-race
 
 demo:
 	hack/demo.sh $(ARGS)
 
 test:
 	hack/test.sh
+
+# BENCH_MODE=full (default, about an hour) or smoke (a few minutes).
+bench:
+	BENCH_MODE="$(BENCH_MODE)" hack/bench.sh
 
 build:
 	hack/build.sh

@@ -86,6 +86,22 @@ e2e_tests() {
   return "${rc}"
 }
 
+# bench_smoke: make bench BENCH_MODE=smoke, so that the benchmark harness cannot rot. It checks
+# only what holds on any machine (fork pods Failed, one prepare and one unprepare per failing pod,
+# the report files parse); timings are reported, never asserted. Counts as one test.
+bench_smoke() {
+  local log="${results}/bench-smoke.log"
+  if BENCH_MODE=smoke hack/bench.sh -out "${OUTPUT_DIR}/test/bench-smoke" > "${log}" 2>&1; then
+    passed=$((passed + 1))
+    grep -E '^\[bench' "${log}" | tail -3
+  else
+    failed=$((failed + 1))
+    echo "last lines of ${log#"${REPO_ROOT}/"}:"
+    tail -40 "${log}"
+    return 1
+  fi
+}
+
 [ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
 stage "static checks (gofmt, vet, go.mod, generated code)" static_checks
 stage "unit tests (-race)" unit_tests
@@ -93,6 +109,7 @@ stage "build (fork and stock kubelet, local cluster, test driver)" hack/build.sh
 stage "patch series applies to pristine v1.37.1 and builds" hack/verify-patches.sh
 stage "upstream unit tests in the patched tree" upstream_tests
 stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests
+stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke
 
 log "all stages: $( [ "${status}" -eq 0 ] && echo ok || echo FAILED ) in ${SECONDS}s"
 echo "${passed} passed, ${failed} failed"

@@ -264,6 +264,16 @@ func (c *Cluster) KubeletPath() string { return c.cfg.KubeletPath }
 // KubeletFeatureGates are the kubelet's current feature gates.
 func (c *Cluster) KubeletFeatureGates() map[string]bool { return maps.Clone(c.cfg.KubeletFeatureGates) }
 
+// KubeletPID returns the pid of the running kubelet (to read its CPU time
+// from /proc, for example).
+func (c *Cluster) KubeletPID() (int, error) {
+	procs := clusterProcs(c.p.state, roleKubelet)
+	if len(procs) != 1 {
+		return 0, fmt.Errorf("%d kubelet processes running, want 1", len(procs))
+	}
+	return procs[0].pid, nil
+}
+
 // BinDir is the directory of the cluster's binaries (kubectl among them).
 func (c *Cluster) BinDir() string { return c.cfg.BinDir }
 

@@ -169,7 +169,7 @@ func kubeletConfig(p paths, cfg Config) ([]byte, error) {
 		"nodeStatusUpdateFrequency": "2s",
 		"serializeImagePulls":       false,
 		// The e2e fault matrix runs 150 pods at once; the pod subnet (a /24) has room for them.
-		"maxPods":             200,
+		"maxPods":             256,
 		"shutdownGracePeriod": "0s",
 		"featureGates":        gates,
 	}

@@ -439,6 +439,7 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	stats := d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
 	stats.PrepareCalls++
 	stats.LastPrepare = &now
+	stats.PrepareTimes = record(stats.PrepareTimes, now)
 	d.mu.Unlock()
 
 	devices, allocated, behavior, injected, err := d.prepare(ctx, claim, attempt, override)
@@ -452,6 +453,8 @@ func (d *Driver) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	// Reset may have replaced the entry in the meantime.
 	stats = d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
+	answered := time.Now()
+	stats.LastPrepareAnswered = &answered
 	stats.Devices = allocated
 	stats.LastError, stats.Permanent, stats.Prepared = "", false, err == nil
 	if err != nil {
@@ -640,6 +643,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		stats := d.claimStatsLocked(claim.UID, claim.Namespace, claim.Name)
 		stats.UnprepareCalls++
 		stats.LastUnprepare = &now
+		stats.UnprepareTimes = record(stats.UnprepareTimes, now)
 		stats.LastUnprepareError = ""
 		if err == nil {
 			stats.Prepared = false

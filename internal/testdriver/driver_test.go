@@ -485,10 +485,19 @@ func TestCounters(t *testing.T) {
 		"uid-unseen": {Namespace: testNamespace, Name: "unseen", UnprepareCalls: 1},
 	}
 	for uid, claim := range stats.Claims {
-		if claim.LastPrepare == nil && claim.PrepareCalls > 0 || claim.LastUnprepare == nil && claim.UnprepareCalls > 0 {
+		if claim.LastPrepare == nil && claim.PrepareCalls > 0 || claim.LastUnprepare == nil && claim.UnprepareCalls > 0 ||
+			claim.LastPrepareAnswered == nil && claim.PrepareCalls > 0 {
 			t.Errorf("%s: call times missing: %+v", uid, claim)
 		}
-		claim.LastPrepare, claim.LastUnprepare = nil, nil
+		if len(claim.PrepareTimes) != claim.PrepareCalls || len(claim.UnprepareTimes) != claim.UnprepareCalls {
+			t.Errorf("%s: %d prepare and %d unprepare times recorded for %d and %d calls", uid,
+				len(claim.PrepareTimes), len(claim.UnprepareTimes), claim.PrepareCalls, claim.UnprepareCalls)
+		}
+		if claim.LastPrepareAnswered != nil && claim.LastPrepareAnswered.Before(*claim.LastPrepare) {
+			t.Errorf("%s: answered %v before the call %v", uid, claim.LastPrepareAnswered, claim.LastPrepare)
+		}
+		claim.LastPrepare, claim.LastUnprepare, claim.LastPrepareAnswered = nil, nil, nil
+		claim.PrepareTimes, claim.UnprepareTimes = nil, nil
 		stats.Claims[uid] = claim
 	}
 	if !reflect.DeepEqual(stats.Claims, want) {
@@ -516,5 +525,19 @@ func TestCDINames(t *testing.T) {
 	}
 	if got := cdiDeviceName("uid", "req/sub", "dev-0"); got != "uid-req_sub-dev-0" || !validCDIName.MatchString(got) {
 		t.Errorf("cdiDeviceName = %q", got)
+	}
+}
+
+// A claim retried forever records at most MaxRecordedCalls call times.
+func TestCallTimesBounded(t *testing.T) {
+	d, _ := newTestDriver(t, Config{BrokenDevices: []string{"dev-1"}})
+	broken := newClaim("broken", oneDevice("dev-1"))
+	for range MaxRecordedCalls + 3 {
+		prepareOne(t, d, broken)
+	}
+	stats := d.Stats()
+	claim, ok := stats.Claim(testNamespace, "broken")
+	if !ok || claim.PrepareCalls != MaxRecordedCalls+3 || len(claim.PrepareTimes) != MaxRecordedCalls {
+		t.Errorf("%d calls, %d times recorded, want %d and %d", claim.PrepareCalls, len(claim.PrepareTimes), MaxRecordedCalls+3, MaxRecordedCalls)
 	}
 }

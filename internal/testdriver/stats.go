@@ -45,6 +45,25 @@ type ClaimStats struct {
 	// LastPrepare and LastUnprepare are the times of the last calls.
 	LastPrepare   *time.Time `json:"lastPrepare,omitempty"`
 	LastUnprepare *time.Time `json:"lastUnprepare,omitempty"`
+	// LastPrepareAnswered is when the driver had its answer to the last
+	// prepare call (the gRPC response leaves right after).
+	LastPrepareAnswered *time.Time `json:"lastPrepareAnswered,omitempty"`
+	// PrepareTimes and UnprepareTimes are the arrival times of the first
+	// MaxRecordedCalls calls, for retry timelines.
+	PrepareTimes   []time.Time `json:"prepareTimes,omitempty"`
+	UnprepareTimes []time.Time `json:"unprepareTimes,omitempty"`
+}
+
+// MaxRecordedCalls bounds ClaimStats.PrepareTimes and UnprepareTimes: a
+// claim retried forever must not grow the driver's memory.
+const MaxRecordedCalls = 64
+
+// record appends t to times unless MaxRecordedCalls are there.
+func record(times []time.Time, t time.Time) []time.Time {
+	if len(times) >= MaxRecordedCalls {
+		return times
+	}
+	return append(times, t)
 }
 
 // Claim returns the counters of the claim namespace/name. If the driver saw

@@ -1,0 +1,143 @@
+// Command dra-failfast-bench measures the dra-failfast kubelet against the
+// stock v1.37.1 kubelet on a local single-node cluster (make bench): six
+// scenarios, both kubelets on the same node with the same driver and
+// workload, results in <output>/bench/<timestamp>/ (results.json, report.md,
+// SVG plots). Needs root, like make demo, and the binaries of make build.
+//
+//	dra-failfast-bench [-mode full|smoke] [-out DIR]
+//	dra-failfast-bench -render DIR   # report.md and plots again from DIR/results.json
+//
+// In smoke mode it also checks what must hold on any machine (fork pods
+// Failed, one prepare and one unprepare per failing pod, the files parse)
+// and exits 1 otherwise; make test runs it so.
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dra-failfast/dra-failfast/internal/bench"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "dra-failfast-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	out, err := localcluster.OutputDir()
+	if err != nil {
+		return err
+	}
+	mode := flag.String("mode", string(bench.Full), "full (about an hour) or smoke (a few minutes)")
+	dir := flag.String("out", "", "results directory (default <output>/bench/<UTC timestamp>)")
+	fork := flag.String("fork-kubelet", filepath.Join(out, "bin", "kubelet"), "the dra-failfast kubelet")
+	stock := flag.String("stock-kubelet", filepath.Join(out, "bin", "kubelet-stock"), "the stock kubelet")
+	render := flag.String("render", "", "only write report.md and the plots again from the results.json in this directory")
+	flag.Parse()
+	if *render != "" {
+		res, err := bench.ReadResults(*render)
+		if err != nil {
+			return err
+		}
+		return res.Write(*render)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("run as root: the benchmark runs a real kubelet and containerd (like make demo)")
+	}
+	if *dir == "" {
+		*dir = filepath.Join(out, "bench", time.Now().UTC().Format("20060102-150405"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, bench.Config{
+		Mode: bench.Mode(*mode), OutDir: *dir, ForkKubelet: *fork, StockKubelet: *stock,
+		Command: commandLine(*mode), Progress: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%s\nReport: %s\n", res.Markdown(), filepath.Join(*dir, bench.ReportFile))
+	if res.Mode == bench.Smoke {
+		if err := checkSmoke(*dir); err != nil {
+			return fmt.Errorf("smoke check: %w", err)
+		}
+		fmt.Println("smoke check: ok")
+	}
+	return nil
+}
+
+// commandLine is how to reproduce the run.
+func commandLine(mode string) string {
+	if mode == string(bench.Full) {
+		return "make bench"
+	}
+	return "make bench BENCH_MODE=" + mode
+}
+
+// checkSmoke re-reads what the run wrote: results.json decodes and passes
+// SmokeCheck, the report has every scenario, the plots are well-formed SVG.
+func checkSmoke(dir string) error {
+	res, err := bench.ReadResults(dir)
+	if err != nil {
+		return err
+	}
+	errs := []error{res.SmokeCheck()}
+	report, err := os.ReadFile(filepath.Join(dir, bench.ReportFile))
+	errs = append(errs, err)
+	for n := 1; n <= 6; n++ {
+		if !strings.Contains(string(report), fmt.Sprintf("\n## %d. ", n)) {
+			errs = append(errs, fmt.Errorf("%s has no section for scenario %d", bench.ReportFile, n))
+		}
+	}
+	for _, plot := range []string{bench.TimeToFailedPlot, bench.DriverCallsPlot} {
+		errs = append(errs, checkSVG(filepath.Join(dir, plot)))
+	}
+	return errors.Join(errs...)
+}
+
+// checkSVG decodes file as XML and wants an <svg> root with a polyline.
+func checkSVG(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	decoder := xml.NewDecoder(f)
+	var root string
+	lines := 0
+	for {
+		tok, err := decoder.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if start, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = start.Name.Local
+			}
+			if start.Name.Local == "polyline" {
+				lines++
+			}
+		}
+	}
+	if root != "svg" || lines == 0 {
+		return fmt.Errorf("%s: root <%s> with %d lines, want <svg> with lines", file, root, lines)
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# make bench: the fork against the stock v1.37.1 kubelet on a local cluster (cmd/dra-failfast-bench).
+# BENCH_MODE=full (default, about an hour) or smoke (a few minutes; make test runs it). Builds what
+# is missing first (hack/build.sh, as make demo does). Results: ${OUTPUT_DIR}/bench/<timestamp>/.
+# Extra arguments go to dra-failfast-bench, e.g. -out DIR.
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ "$(id -u)" -eq 0 ] || die "run as root: the benchmark runs a real kubelet and containerd (like make demo)"
+"${REPO_ROOT}/hack/build.sh"
+cd "${REPO_ROOT}" || exit 1
+exec "${OUTPUT_DIR}/bin/dra-failfast-bench" -mode "${BENCH_MODE:-full}" "$@"

@@ -1,0 +1,118 @@
+// Package bench measures the fork against the stock v1.37.1 kubelet on the
+// local cluster (internal/localcluster) with the test driver
+// (internal/testdriver): the same node, driver and workload, only the
+// kubelet binary changes between runs (e2eframework.ReplaceKubelet).
+//
+// Run executes six scenarios (see the Scenario constants), writes
+// results.json, report.md and SVG plots into Config.OutDir, and returns
+// the results. cmd/dra-failfast-bench is its command line (make bench).
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Mode chooses the sizes of a run.
+type Mode string
+
+const (
+	// Full is the benchmark of the issue: 30 sequential failing pods,
+	// 5-minute windows, a 200-pod storm, 100 healthy pods, two
+	// repetitions interleaved fork/stock/fork/stock. About an hour.
+	Full Mode = "full"
+	// Smoke runs every scenario with tiny counts and short windows (a few
+	// minutes), so that the harness cannot rot; make test runs it.
+	Smoke Mode = "smoke"
+)
+
+// Kubelet names the kubelet under test.
+type Kubelet string
+
+const (
+	// Stock is upstream's v1.37.1 kubelet (_output/bin/kubelet-stock).
+	Stock Kubelet = "stock"
+	// Fork is the dra-failfast kubelet with DRAHandlePermanentDriverFailures on.
+	Fork Kubelet = "fork"
+)
+
+// Sizes are the counts and windows of a run.
+type Sizes struct {
+	// Repetitions of the scenarios whose noise matters (time to Failed on
+	// the fork, healthy path), per kubelet, interleaved fork/stock.
+	Repetitions int `json:"repetitions"`
+	// FailingPods: permanently failing pods created one after another
+	// (time to Failed).
+	FailingPods int `json:"failingPods"`
+	// CallsPods and CallsWindow: permanently failing pods whose driver
+	// calls are counted over the window.
+	CallsPods   int           `json:"callsPods"`
+	CallsWindow time.Duration `json:"callsWindow"`
+	// StormPods permanently failing pods created at once; kubelet CPU, API
+	// requests, driver calls and Events are counted over StormWindow.
+	StormPods   int           `json:"stormPods"`
+	StormWindow time.Duration `json:"stormWindow"`
+	// HealthyPods are created one after another, then again in batches of
+	// HealthyBatch.
+	HealthyPods  int `json:"healthyPods"`
+	HealthyBatch int `json:"healthyBatch"`
+	// TransientPods fail TransientFailures times, then prepare.
+	TransientPods     int `json:"transientPods"`
+	TransientFailures int `json:"transientFailures"`
+	// ChurnReplicas of a Deployment whose claims have invalid config, watched
+	// for ChurnWindow.
+	ChurnReplicas int           `json:"churnReplicas"`
+	ChurnWindow   time.Duration `json:"churnWindow"`
+	// SyncFrequency is both kubelets' syncFrequency, 0 for the default
+	// (1m): a failed prepare is retried at the pod's next resync.
+	SyncFrequency time.Duration `json:"syncFrequency"`
+	// AwaitCleanup waits until a scenario's namespace is gone before the
+	// next scenario starts, so that each measures an idle node.
+	AwaitCleanup bool `json:"awaitCleanup"`
+}
+
+// SizesFor returns the sizes of mode.
+func SizesFor(mode Mode) (Sizes, error) {
+	switch mode {
+	case Full:
+		return Sizes{
+			Repetitions: 2,
+			FailingPods: 30,
+			CallsPods:   3, CallsWindow: 5 * time.Minute,
+			StormPods: 200, StormWindow: 5 * time.Minute,
+			HealthyPods: 100, HealthyBatch: 20,
+			TransientPods: 5, TransientFailures: 2,
+			ChurnReplicas: 2, ChurnWindow: 5 * time.Minute,
+			AwaitCleanup: true,
+		}, nil
+	case Smoke:
+		return Sizes{
+			Repetitions: 1,
+			FailingPods: 3,
+			CallsPods:   2, CallsWindow: 15 * time.Second,
+			StormPods: 10, StormWindow: 10 * time.Second,
+			HealthyPods: 4, HealthyBatch: 4,
+			TransientPods: 2, TransientFailures: 1,
+			ChurnReplicas: 2, ChurnWindow: 10 * time.Second,
+			// Retries within seconds, so that "retried?" shows in a short window.
+			SyncFrequency: 10 * time.Second,
+		}, nil
+	}
+	return Sizes{}, fmt.Errorf("unknown mode %q: want %q or %q", mode, Full, Smoke)
+}
+
+// Config configures Run.
+type Config struct {
+	Mode Mode
+	// Sizes default to SizesFor(Mode).
+	Sizes *Sizes
+	// OutDir receives results.json, report.md and the plots. It is created.
+	OutDir string
+	// ForkKubelet and StockKubelet are the two kubelet binaries.
+	ForkKubelet, StockKubelet string
+	// Command is how the run was started, for the report.
+	Command string
+	// Progress receives a line per step. Default: io.Discard.
+	Progress io.Writer
+}

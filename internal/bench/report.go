@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// formatNumber prints n with digits decimals, "-" when it is not a number.
+func formatNumber(n Number, digits int) string {
+	if n.IsNaN() {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(n), 'f', digits, 64)
+}
+
+// table is a Markdown table under construction.
+type table struct{ b *strings.Builder }
+
+func newTable(b *strings.Builder, header ...string) table {
+	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat("---|", len(header)))
+	return table{b}
+}
+
+func (t table) row(cells ...string) { fmt.Fprintf(t.b, "| %s |\n", strings.Join(cells, " | ")) }
+
+// compare is a row "metric | stock | fork | fork/stock".
+func (t table) compare(metric string, stock, fork Number, digits int) {
+	t.row(metric, formatNumber(stock, digits), formatNumber(fork, digits), formatNumber(ratio(fork, stock), 3))
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// Markdown is report.md: one table per scenario, the goals, the machine,
+// the versions and the command.
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# dra-failfast benchmark: fork vs stock kubelet (%s mode)\n\n", r.Mode)
+	fmt.Fprintf(&b, "Run %s, %s wall time. Command: `%s`.\n\n", r.Started.Format(time.RFC3339), (time.Duration(r.WallSeconds) * time.Second).String(), r.Command)
+	fmt.Fprintf(&b, "Machine: %d cores, %.1f GiB memory, kernel %s, %s.\n\n", r.Machine.Cores, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.Kernel, r.Machine.OS)
+	fmt.Fprintf(&b, "- fork: `%s` with %s=true\n- stock: `%s`\n- %s, source %s\n", r.Versions.Fork, gateName, r.Versions.Stock, r.Versions.Go, r.Versions.Commit)
+	fmt.Fprintf(&b, "- kubelet syncFrequency %s; test driver with %d devices\n", r.Settings.SyncFrequency, r.Settings.Devices)
+	for _, note := range r.Settings.Notes {
+		fmt.Fprintf(&b, "- %s\n", note)
+	}
+	fmt.Fprintf(&b, "\nOne local single-node cluster; only the kubelet binary is replaced between runs, interleaved fork, stock, fork, stock (%d repetitions where noted). Times are medians over repetitions.\n\n", r.Sizes.Repetitions)
+
+	b.WriteString("## Goals\n\n")
+	t := newTable(&b, "scenario", "target", "measured", "met")
+	for _, g := range r.Goals {
+		t.row(g.Scenario, g.Target, g.Measured, yesNo(g.Met))
+	}
+
+	ttf := r.TimeToFailed
+	fmt.Fprintf(&b, "\n## 1. Time to Failed\n\n%d permanently failing pods created one after another, %d repetition(s) on the fork. The stock kubelet never fails them: %d of %d pods Failed within %s (the pods of scenario 2).\n\n",
+		ttf.Pods, len(ttf.Runs), ttf.StockFailed, ttf.StockPods, time.Duration(ttf.StockWindowSeconds)*time.Second)
+	t = newTable(&b, "ms", "p50", "p95", "p99", "max", "stock")
+	notFailed := fmt.Sprintf("not Failed within %s", time.Duration(ttf.StockWindowSeconds)*time.Second)
+	for _, row := range []struct {
+		name string
+		q    Quantiles
+	}{{"driver answer -> API Failed (fork)", ttf.DriverToFailed}, {"create -> API Failed (fork)", ttf.ApplyToFailed}} {
+		t.row(row.name, formatNumber(row.q.P50, 0), formatNumber(row.q.P95, 0), formatNumber(row.q.P99, 0), formatNumber(row.q.Max, 0), notFailed)
+	}
+	fmt.Fprintf(&b, "\n![CDF of the time to Failed](%s)\n", TimeToFailedPlot)
+
+	fmt.Fprintf(&b, "\n## 2. Driver calls per permanently failing pod over %s\n\n%d pods created at once on each kubelet, kubelet syncFrequency %s. The stock kubelet retries a failed NodePrepareResources at the pod's next resync: syncFrequency plus up to 50%% jitter.\n\n",
+		time.Duration(r.DriverCalls.Fork.WindowSeconds)*time.Second, len(r.DriverCalls.Fork.Pods), r.Settings.SyncFrequency)
+	t = newTable(&b, "per pod (median)", "stock", "fork", "fork/stock")
+	t.compare("prepare calls", r.DriverCalls.Stock.PreparePerPod, r.DriverCalls.Fork.PreparePerPod, 1)
+	t.compare("unprepare calls", r.DriverCalls.Stock.UnpreparePerPod, r.DriverCalls.Fork.UnpreparePerPod, 1)
+	t.compare("seconds between prepare calls (median)", r.DriverCalls.Stock.RetryIntervalMedian, r.DriverCalls.Fork.RetryIntervalMedian, 1)
+	t.row("seconds between prepare calls (min-max)", spreadText(r.DriverCalls.Stock.RetryInterval, 1), spreadText(r.DriverCalls.Fork.RetryInterval, 1), "")
+	t.row("pods Failed", strconv.Itoa(r.DriverCalls.Stock.Failed), strconv.Itoa(r.DriverCalls.Fork.Failed), "")
+	fmt.Fprintf(&b, "\n![Cumulative driver calls for a failing pod](%s)\n", DriverCallsPlot)
+
+	s := r.Storm
+	fmt.Fprintf(&b, "\n## 3. Storm: %d permanently failing pods at once, %s window\n\n", s.Fork.Pods, time.Duration(s.Fork.WindowSeconds)*time.Second)
+	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
+	t.row("pods Failed", strconv.Itoa(s.Stock.Failed), strconv.Itoa(s.Fork.Failed), "")
+	t.row("seconds until all Failed", formatNumber(s.Stock.AllFailedSeconds, 1), formatNumber(s.Fork.AllFailedSeconds, 1), "")
+	t.compare("kubelet CPU seconds", Number(s.Stock.KubeletCPUSeconds), Number(s.Fork.KubeletCPUSeconds), 2)
+	t.compare("kubelet API requests", Number(s.Stock.KubeletAPIRequests), Number(s.Fork.KubeletAPIRequests), 0)
+	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)
+	t.compare("driver unprepare calls", Number(s.Stock.UnprepareCalls), Number(s.Fork.UnprepareCalls), 0)
+	t.compare("kubelet Event writes", Number(s.Stock.KubeletEvents), Number(s.Fork.KubeletEvents), 0)
+
+	h := r.Healthy
+	fmt.Fprintf(&b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))
+	t = newTable(&b, "ms", "stock", "fork", "fork/stock", "stock p50 spread", "fork p50 spread")
+	for _, row := range []struct {
+		name        string
+		stock, fork Quantiles
+		sSp, fSp    Spread
+	}{
+		{"sequential", h.StockSequential, h.ForkSequential, h.StockSequentialP50Spread, h.ForkSequentialP50Spread},
+		{"batched", h.StockBatched, h.ForkBatched, h.StockBatchedP50Spread, h.ForkBatchedP50Spread},
+	} {
+		t.row(row.name+" p50", formatNumber(row.stock.P50, 0), formatNumber(row.fork.P50, 0), formatNumber(ratio(row.fork.P50, row.stock.P50), 3), spreadText(row.sSp, 0), spreadText(row.fSp, 0))
+		t.row(row.name+" p99", formatNumber(row.stock.P99, 0), formatNumber(row.fork.P99, 0), formatNumber(ratio(row.fork.P99, row.stock.P99), 3), "", "")
+	}
+
+	tr := r.Transient
+	fmt.Fprintf(&b, "\n## 5. Transient then success: %d pods, driver fails %d time(s) then prepares\n\n", tr.Fork.Pods, tr.Fork.Failures)
+	t = newTable(&b, "", "stock", "fork", "fork/stock")
+	t.compare("create -> Running p50 (s)", tr.Stock.ToRunning.P50/1000, tr.Fork.ToRunning.P50/1000, 1)
+	t.compare("create -> Running max (s)", tr.Stock.ToRunning.Max/1000, tr.Fork.ToRunning.Max/1000, 1)
+	t.compare("seconds between prepare calls (median)", tr.Stock.RetryIntervalMedian, tr.Fork.RetryIntervalMedian, 1)
+
+	c := r.Churn
+	fmt.Fprintf(&b, "\n## 6. Controller churn: a %d-replica Deployment with invalid claim config, %s\n\nNo admission webhook: this is the churn that KEP-5322's reviewers worried about, unmitigated (see docs/operators.md for the webhook and device taints that answer it).\n\n", c.Fork.Replicas, time.Duration(c.Fork.WindowSeconds)*time.Second)
+	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
+	t.compare("pods created", Number(c.Stock.PodsCreated), Number(c.Fork.PodsCreated), 0)
+	t.compare("Failed pods left behind", Number(c.Stock.FailedLeft), Number(c.Fork.FailedLeft), 0)
+	t.compare("Pending pods at the end", Number(c.Stock.Pending), Number(c.Fork.Pending), 0)
+	t.compare("driver prepare calls", Number(c.Stock.PrepareCalls), Number(c.Fork.PrepareCalls), 0)
+	t.compare("driver unprepare calls", Number(c.Stock.UnprepareCalls), Number(c.Fork.UnprepareCalls), 0)
+	return b.String()
+}
+
+func spreadText(s Spread, digits int) string {
+	if s.Min.IsNaN() {
+		return "-"
+	}
+	return formatNumber(s.Min, digits) + "-" + formatNumber(s.Max, digits)
+}

@@ -1,0 +1,313 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"time"
+)
+
+// Results is results.json.
+type Results struct {
+	Mode        Mode      `json:"mode"`
+	Command     string    `json:"command"`
+	Started     time.Time `json:"started"`
+	WallSeconds float64   `json:"wallSeconds"`
+	Machine     Machine   `json:"machine"`
+	Versions    Versions  `json:"versions"`
+	Settings    Settings  `json:"settings"`
+	Sizes       Sizes     `json:"sizes"`
+
+	TimeToFailed TimeToFailed `json:"timeToFailed"`
+	DriverCalls  DriverCalls  `json:"driverCalls"`
+	Storm        Storm        `json:"storm"`
+	Healthy      Healthy      `json:"healthy"`
+	Transient    Transient    `json:"transient"`
+	Churn        Churn        `json:"churn"`
+
+	// Goals are the issue's targets, each with what was measured.
+	Goals []Goal `json:"goals"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	Cores       int    `json:"cores"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	Kernel      string `json:"kernel"`
+	OS          string `json:"os"`
+}
+
+// Versions are the binaries compared and the source they came from.
+type Versions struct {
+	Fork   string `json:"fork"`
+	Stock  string `json:"stock"`
+	Go     string `json:"go"`
+	Commit string `json:"commit"`
+}
+
+// Settings are the kubelet and driver settings both kubelets ran with.
+type Settings struct {
+	SyncFrequency string          `json:"syncFrequency"`
+	ForkGates     map[string]bool `json:"forkGates"`
+	Devices       int             `json:"devices"`
+	Notes         []string        `json:"notes"`
+}
+
+// Quantiles of a sample, in milliseconds (N: sample size).
+type Quantiles struct {
+	N   int    `json:"n"`
+	P50 Number `json:"p50"`
+	P95 Number `json:"p95"`
+	P99 Number `json:"p99"`
+	Max Number `json:"max"`
+}
+
+// Number is a float64 that is null in JSON when it is not a number (a
+// ratio without a denominator, a median of nothing).
+type Number float64
+
+// NaN is the Number of nothing measured.
+var NaN = Number(math.NaN())
+
+// IsNaN tells whether n is not a number.
+func (n Number) IsNaN() bool { return math.IsNaN(float64(n)) }
+
+// MarshalJSON implements json.Marshaler.
+func (n Number) MarshalJSON() ([]byte, error) {
+	if n.IsNaN() || math.IsInf(float64(n), 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(n))
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (n *Number) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*n = NaN
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	*n = Number(f)
+	return nil
+}
+
+// quantilesOf returns the nearest-rank quantiles of ms.
+func quantilesOf(ms []float64) Quantiles {
+	if len(ms) == 0 {
+		return Quantiles{}
+	}
+	sorted := slices.Clone(ms)
+	slices.Sort(sorted)
+	rank := func(p float64) Number {
+		i := int(math.Ceil(p*float64(len(sorted)))) - 1
+		return Number(sorted[max(i, 0)])
+	}
+	return Quantiles{N: len(sorted), P50: rank(0.50), P95: rank(0.95), P99: rank(0.99), Max: Number(sorted[len(sorted)-1])}
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), NaN for none.
+func median(xs []float64) Number {
+	if len(xs) == 0 {
+		return NaN
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	n := len(sorted)
+	if n%2 == 1 {
+		return Number(sorted[n/2])
+	}
+	return Number((sorted[n/2-1] + sorted[n/2]) / 2)
+}
+
+// medianQuantiles is the quantile-wise median over repetitions.
+func medianQuantiles(runs []Quantiles) Quantiles {
+	pick := func(f func(Quantiles) Number) Number {
+		xs := make([]float64, 0, len(runs))
+		for _, q := range runs {
+			if q.N > 0 {
+				xs = append(xs, float64(f(q)))
+			}
+		}
+		return median(xs)
+	}
+	n := 0
+	for _, q := range runs {
+		n += q.N
+	}
+	return Quantiles{N: n,
+		P50: pick(func(q Quantiles) Number { return q.P50 }), P95: pick(func(q Quantiles) Number { return q.P95 }),
+		P99: pick(func(q Quantiles) Number { return q.P99 }), Max: pick(func(q Quantiles) Number { return q.Max })}
+}
+
+// Spread is the range of one statistic over repetitions.
+type Spread struct {
+	Min Number `json:"min"`
+	Max Number `json:"max"`
+}
+
+func spreadOf(xs []float64) Spread {
+	if len(xs) == 0 {
+		return Spread{Min: NaN, Max: NaN}
+	}
+	return Spread{Min: Number(slices.Min(xs)), Max: Number(slices.Max(xs))}
+}
+
+// ratio is a/b, NaN when b is 0 or either is NaN.
+func ratio(a, b Number) Number {
+	if b == 0 || a.IsNaN() || b.IsNaN() {
+		return NaN
+	}
+	return a / b
+}
+
+// TimeToFailed is scenario 1: permanently failing pods created one after
+// another on the fork. The stock kubelet never fails them: its figures are
+// the scenario-2 pods watched for the whole calls window.
+type TimeToFailed struct {
+	Pods int               `json:"pods"`
+	Runs []TimeToFailedRun `json:"runs"`
+	// DriverToFailed and ApplyToFailed are the medians over Runs.
+	DriverToFailed Quantiles `json:"driverToFailedMs"`
+	ApplyToFailed  Quantiles `json:"applyToFailedMs"`
+	// StockFailed of StockPods failed within StockWindowSeconds.
+	StockFailed        int     `json:"stockFailed"`
+	StockPods          int     `json:"stockPods"`
+	StockWindowSeconds float64 `json:"stockWindowSeconds"`
+}
+
+// TimeToFailedRun is one repetition of scenario 1.
+type TimeToFailedRun struct {
+	// DriverToFailedMs: from the driver's permanent answer (driver-side
+	// clock) to phase Failed seen by a watch. ApplyToFailedMs: from the
+	// create request to phase Failed.
+	DriverToFailedMs []float64 `json:"driverToFailedMs"`
+	ApplyToFailedMs  []float64 `json:"applyToFailedMs"`
+	DriverToFailed   Quantiles `json:"driverToFailed"`
+	ApplyToFailed    Quantiles `json:"applyToFailed"`
+}
+
+// DriverCalls is scenario 2.
+type DriverCalls struct {
+	Fork  CallsRun `json:"fork"`
+	Stock CallsRun `json:"stock"`
+}
+
+// CallsRun is scenario 2 on one kubelet.
+type CallsRun struct {
+	WindowSeconds float64    `json:"windowSeconds"`
+	Pods          []PodCalls `json:"pods"`
+	// PreparePerPod and UnpreparePerPod: the median over the pods.
+	PreparePerPod   Number `json:"preparePerPod"`
+	UnpreparePerPod Number `json:"unpreparePerPod"`
+	// RetryInterval: seconds between consecutive prepare calls of a pod.
+	RetryIntervalMedian Number `json:"retryIntervalMedianSeconds"`
+	RetryInterval       Spread `json:"retryIntervalSeconds"`
+	Failed              int    `json:"failed"`
+}
+
+// PodCalls are the driver calls for one pod's claim.
+type PodCalls struct {
+	Prepare   int  `json:"prepare"`
+	Unprepare int  `json:"unprepare"`
+	Failed    bool `json:"failed"`
+	// Offsets of the calls in seconds since the pod was created.
+	PrepareAt   []float64 `json:"prepareAtSeconds"`
+	UnprepareAt []float64 `json:"unprepareAtSeconds"`
+}
+
+// Storm is scenario 3.
+type Storm struct {
+	Fork  StormRun `json:"fork"`
+	Stock StormRun `json:"stock"`
+	// CPURatio and RequestsRatio are fork/stock.
+	CPURatio      Number `json:"cpuRatio"`
+	RequestsRatio Number `json:"requestsRatio"`
+}
+
+// StormRun is scenario 3 on one kubelet.
+type StormRun struct {
+	Pods          int     `json:"pods"`
+	WindowSeconds float64 `json:"windowSeconds"`
+	Failed        int     `json:"failed"`
+	// AllFailedSeconds: from the first create to the last pod Failed, NaN
+	// if not all failed within the window.
+	AllFailedSeconds   Number  `json:"allFailedSeconds"`
+	KubeletCPUSeconds  float64 `json:"kubeletCPUSeconds"`
+	KubeletAPIRequests float64 `json:"kubeletAPIRequests"`
+	PrepareCalls       int     `json:"prepareCalls"`
+	UnprepareCalls     int     `json:"unprepareCalls"`
+	// KubeletEvents counts the kubelet's Event writes in the namespace
+	// (each Event's count: a repeated Event is one update each time).
+	KubeletEvents int `json:"kubeletEvents"`
+}
+
+// Healthy is scenario 4.
+type Healthy struct {
+	Pods  int          `json:"pods"`
+	Batch int          `json:"batch"`
+	Fork  []HealthyRun `json:"fork"`
+	Stock []HealthyRun `json:"stock"`
+	// Medians over repetitions per kubelet.
+	ForkSequential  Quantiles `json:"forkSequential"`
+	StockSequential Quantiles `json:"stockSequential"`
+	ForkBatched     Quantiles `json:"forkBatched"`
+	StockBatched    Quantiles `json:"stockBatched"`
+	// Spread of the p50 over repetitions, per kubelet: the noise.
+	ForkSequentialP50Spread  Spread `json:"forkSequentialP50Spread"`
+	StockSequentialP50Spread Spread `json:"stockSequentialP50Spread"`
+	ForkBatchedP50Spread     Spread `json:"forkBatchedP50Spread"`
+	StockBatchedP50Spread    Spread `json:"stockBatchedP50Spread"`
+}
+
+// HealthyRun is one repetition of scenario 4 on one kubelet: apply ->
+// Running in milliseconds.
+type HealthyRun struct {
+	Sequential Quantiles `json:"sequential"`
+	Batched    Quantiles `json:"batched"`
+}
+
+// Transient is scenario 5.
+type Transient struct {
+	Fork  TransientRun `json:"fork"`
+	Stock TransientRun `json:"stock"`
+}
+
+// TransientRun is scenario 5 on one kubelet.
+type TransientRun struct {
+	Pods     int `json:"pods"`
+	Failures int `json:"failures"`
+	// ToRunning: apply -> Running in milliseconds.
+	ToRunning Quantiles `json:"toRunningMs"`
+	// RetryIntervalMedian: seconds between the prepare calls of a pod.
+	RetryIntervalMedian Number `json:"retryIntervalMedianSeconds"`
+	RetryInterval       Spread `json:"retryIntervalSeconds"`
+}
+
+// Churn is scenario 6.
+type Churn struct {
+	Fork  ChurnRun `json:"fork"`
+	Stock ChurnRun `json:"stock"`
+}
+
+// ChurnRun is scenario 6 on one kubelet.
+type ChurnRun struct {
+	Replicas       int     `json:"replicas"`
+	WindowSeconds  float64 `json:"windowSeconds"`
+	PodsCreated    int     `json:"podsCreated"`
+	FailedLeft     int     `json:"failedLeft"`
+	Pending        int     `json:"pending"`
+	PrepareCalls   int     `json:"prepareCalls"`
+	UnprepareCalls int     `json:"unprepareCalls"`
+}
+
+// Goal is one target of the issue and whether the run met it.
+type Goal struct {
+	Scenario string `json:"scenario"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}

@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// Files written into Config.OutDir.
+const (
+	ResultsFile      = "results.json"
+	ReportFile       = "report.md"
+	TimeToFailedPlot = "time-to-failed-cdf.svg"
+	DriverCallsPlot  = "driver-calls.svg"
+)
+
+// Run brings up a local cluster with the fork, runs every scenario on both
+// kubelets and writes the results. The cluster is torn down at the end.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if cfg.Sizes == nil {
+		sizes, err := SizesFor(cfg.Mode)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Sizes = &sizes
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	for _, path := range []string{cfg.ForkKubelet, cfg.StockKubelet} {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("kubelet binary (make build builds both): %w", err)
+		}
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	e := &env{cfg: cfg, sizes: *cfg.Sizes, start: time.Now(), out: cfg.Progress, current: Fork}
+	res := &Results{Mode: cfg.Mode, Command: cfg.Command, Started: e.start.UTC(), Sizes: *cfg.Sizes}
+	res.Machine, res.Versions = describeMachine(), describeVersions(ctx, cfg)
+	syncFrequency := "1m0s (kubelet default)"
+	if cfg.Sizes.SyncFrequency > 0 {
+		syncFrequency = cfg.Sizes.SyncFrequency.String()
+	}
+	res.Settings = Settings{SyncFrequency: syncFrequency, ForkGates: forkGates, Devices: testdriver.MaxDevices, Notes: []string{
+		"Both kubelets run with the same KubeletConfiguration (internal/localcluster: kubeAPIQPS/Burst, eventRecordQPS defaults, maxPods 256); only the binary and the fork's gate change.",
+		"The test driver runs without its admission webhook: invalid claim config reaches the kubelet, as with a driver that has none.",
+	}}
+
+	e.logf("starting a local cluster with the fork (%s)", cfg.ForkKubelet)
+	c, err := localcluster.Up(ctx, localcluster.Config{KubeletPath: cfg.ForkKubelet, KubeletFeatureGates: forkGates,
+		KubeletSyncFrequency: cfg.Sizes.SyncFrequency, Progress: cfg.Progress})
+	if err != nil {
+		_ = localcluster.Cleanup(context.Background(), localcluster.Config{})
+		return nil, fmt.Errorf("local cluster: %w", err)
+	}
+	e.c, e.client = c, c.Client()
+	defer func() {
+		if e.driver != nil {
+			_ = e.driver.Stop()
+		}
+		if downErr := c.Down(context.Background()); downErr != nil {
+			e.logf("cluster down: %v", downErr)
+		}
+	}()
+	if e.driver, err = e2eframework.StartDriver(ctx, c, e2eframework.DriverOptions{Devices: testdriver.MaxDevices}); err != nil {
+		return nil, err
+	}
+	if err := e2eframework.EnsureDeviceClass(ctx, e.client); err != nil {
+		return nil, err
+	}
+
+	if err := e.runScenarios(ctx, res); err != nil {
+		return res, err
+	}
+	res.summarize()
+	res.WallSeconds = time.Since(e.start).Seconds()
+	if err := res.Write(cfg.OutDir); err != nil {
+		return res, err
+	}
+	e.logf("results in %s", cfg.OutDir)
+	return res, nil
+}
+
+// runScenarios runs the scenarios interleaved: fork, stock, fork, stock...
+// (the cluster starts with the fork). Scenarios that need no repetition run
+// in the first round only.
+func (e *env) runScenarios(ctx context.Context, res *Results) error {
+	step := func(name string, f func() error) error {
+		e.logf("== %s on %s", name, e.current)
+		if err := f(); err != nil {
+			return fmt.Errorf("%s on the %s kubelet: %w", name, e.current, err)
+		}
+		return nil
+	}
+	for rep := range e.sizes.Repetitions {
+		for _, k := range []Kubelet{Fork, Stock} {
+			if err := e.use(ctx, k); err != nil {
+				return err
+			}
+			if k == Fork {
+				if err := step("1 time to Failed", func() error {
+					run, err := e.timeToFailed(ctx)
+					res.TimeToFailed.Runs = append(res.TimeToFailed.Runs, run)
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+			if err := step("4 healthy path", func() error {
+				run, err := e.healthy(ctx)
+				if k == Fork {
+					res.Healthy.Fork = append(res.Healthy.Fork, run)
+				} else {
+					res.Healthy.Stock = append(res.Healthy.Stock, run)
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+			if rep > 0 {
+				continue
+			}
+			calls, storm, transient, churn := &res.DriverCalls.Fork, &res.Storm.Fork, &res.Transient.Fork, &res.Churn.Fork
+			if k == Stock {
+				calls, storm, transient, churn = &res.DriverCalls.Stock, &res.Storm.Stock, &res.Transient.Stock, &res.Churn.Stock
+			}
+			for _, s := range []struct {
+				name string
+				run  func() error
+			}{
+				{"2 driver calls per failing pod", func() (err error) { *calls, err = e.driverCallsOverWindow(ctx); return err }},
+				{"3 storm", func() (err error) { *storm, err = e.storm(ctx); return err }},
+				{"5 transient then success", func() (err error) { *transient, err = e.transient(ctx); return err }},
+				{"6 controller churn", func() (err error) { *churn, err = e.churn(ctx); return err }},
+			} {
+				if err := step(s.name, s.run); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// summarize computes the medians, ratios and goals from the runs.
+func (r *Results) summarize() {
+	ttf := &r.TimeToFailed
+	ttf.Pods = r.Sizes.FailingPods
+	var driverRuns, applyRuns []Quantiles
+	for _, run := range ttf.Runs {
+		driverRuns, applyRuns = append(driverRuns, run.DriverToFailed), append(applyRuns, run.ApplyToFailed)
+	}
+	ttf.DriverToFailed, ttf.ApplyToFailed = medianQuantiles(driverRuns), medianQuantiles(applyRuns)
+	ttf.StockFailed, ttf.StockPods, ttf.StockWindowSeconds = r.DriverCalls.Stock.Failed, len(r.DriverCalls.Stock.Pods), r.DriverCalls.Stock.WindowSeconds
+
+	r.Storm.CPURatio = ratio(Number(r.Storm.Fork.KubeletCPUSeconds), Number(r.Storm.Stock.KubeletCPUSeconds))
+	r.Storm.RequestsRatio = ratio(Number(r.Storm.Fork.KubeletAPIRequests), Number(r.Storm.Stock.KubeletAPIRequests))
+
+	h := &r.Healthy
+	h.Pods, h.Batch = r.Sizes.HealthyPods, r.Sizes.HealthyBatch
+	summary := func(runs []HealthyRun, pick func(HealthyRun) Quantiles) (Quantiles, Spread) {
+		var qs []Quantiles
+		var p50s []float64
+		for _, run := range runs {
+			qs, p50s = append(qs, pick(run)), append(p50s, float64(pick(run).P50))
+		}
+		return medianQuantiles(qs), spreadOf(p50s)
+	}
+	sequential := func(run HealthyRun) Quantiles { return run.Sequential }
+	batched := func(run HealthyRun) Quantiles { return run.Batched }
+	h.ForkSequential, h.ForkSequentialP50Spread = summary(h.Fork, sequential)
+	h.StockSequential, h.StockSequentialP50Spread = summary(h.Stock, sequential)
+	h.ForkBatched, h.ForkBatchedP50Spread = summary(h.Fork, batched)
+	h.StockBatched, h.StockBatchedP50Spread = summary(h.Stock, batched)
+
+	r.Goals = r.goals()
+}
+
+// goals checks the issue's targets against the summary.
+func (r *Results) goals() []Goal {
+	calls := r.DriverCalls.Fork
+	exactlyOnce := len(calls.Pods) > 0
+	for _, pod := range calls.Pods {
+		exactlyOnce = exactlyOnce && pod.Prepare == 1 && pod.Unprepare == 1
+	}
+	seqRatio := ratio(r.Healthy.ForkSequential.P50, r.Healthy.StockSequential.P50)
+	batchRatio := ratio(r.Healthy.ForkBatched.P50, r.Healthy.StockBatched.P50)
+	transientRatio := ratio(r.Transient.Fork.ToRunning.P50, r.Transient.Stock.ToRunning.P50)
+	atMost := func(n, limit Number) bool { return !n.IsNaN() && n <= limit }
+	return []Goal{
+		{"1 time to Failed", "p99 driver answer -> API Failed <= 200 ms",
+			fmt.Sprintf("p99 %s ms (median of %d runs)", formatNumber(r.TimeToFailed.DriverToFailed.P99, 0), len(r.TimeToFailed.Runs)),
+			atMost(r.TimeToFailed.DriverToFailed.P99, 200)},
+		{"2 driver calls", "fork: exactly 1 prepare and 1 unprepare per failing pod",
+			fmt.Sprintf("%s prepare, %s unprepare per pod (median of %d pods)", formatNumber(calls.PreparePerPod, 1), formatNumber(calls.UnpreparePerPod, 1), len(calls.Pods)),
+			exactlyOnce},
+		{"3 storm", "fork kubelet CPU <= 1/5 of stock over the window",
+			"ratio " + formatNumber(r.Storm.CPURatio, 3), atMost(r.Storm.CPURatio, 0.2)},
+		{"3 storm", "fork kubelet API requests <= 1/5 of stock over the window",
+			"ratio " + formatNumber(r.Storm.RequestsRatio, 3), atMost(r.Storm.RequestsRatio, 0.2)},
+		{"4 healthy path", "fork/stock p50 create -> Running <= 1.02 (sequential)",
+			"ratio " + formatNumber(seqRatio, 3), atMost(seqRatio, 1.02)},
+		{"4 healthy path", "fork/stock p50 create -> Running <= 1.02 (batches)",
+			"ratio " + formatNumber(batchRatio, 3), atMost(batchRatio, 1.02)},
+		{"5 transient then success", "fork/stock p50 create -> Running equal (within 10%)",
+			"ratio " + formatNumber(transientRatio, 3), atMost(transientRatio, 1.1) && !atMost(transientRatio, 0.9)},
+	}
+}
+
+// SmokeCheck returns what a smoke run must show on any machine, however
+// slow: every fork pod of scenarios 1-3 Failed, each failing pod got exactly
+// one prepare and one unprepare, and the stock kubelet failed none.
+// Timings are never checked.
+func (r *Results) SmokeCheck() error {
+	var errs []error
+	if len(r.TimeToFailed.Runs) == 0 || r.TimeToFailed.DriverToFailed.N != r.Sizes.FailingPods*len(r.TimeToFailed.Runs) {
+		errs = append(errs, fmt.Errorf("time to Failed: %d fork pods measured, want %d", r.TimeToFailed.DriverToFailed.N, r.Sizes.FailingPods*len(r.TimeToFailed.Runs)))
+	}
+	for i, pod := range r.DriverCalls.Fork.Pods {
+		if pod.Prepare != 1 || pod.Unprepare != 1 || !pod.Failed {
+			errs = append(errs, fmt.Errorf("driver calls: fork pod %d: %d prepare, %d unprepare, Failed %v; want 1, 1, true", i, pod.Prepare, pod.Unprepare, pod.Failed))
+		}
+	}
+	if len(r.DriverCalls.Fork.Pods) != r.Sizes.CallsPods {
+		errs = append(errs, fmt.Errorf("driver calls: %d fork pods, want %d", len(r.DriverCalls.Fork.Pods), r.Sizes.CallsPods))
+	}
+	if r.DriverCalls.Stock.Failed != 0 {
+		errs = append(errs, fmt.Errorf("driver calls: the stock kubelet failed %d pods", r.DriverCalls.Stock.Failed))
+	}
+	if r.Storm.Fork.Failed != r.Storm.Fork.Pods || r.Storm.Fork.Pods == 0 {
+		errs = append(errs, fmt.Errorf("storm: %d of %d fork pods Failed", r.Storm.Fork.Failed, r.Storm.Fork.Pods))
+	}
+	if r.Storm.Fork.PrepareCalls != r.Storm.Fork.Pods {
+		errs = append(errs, fmt.Errorf("storm: %d prepare calls for %d fork pods, want one each", r.Storm.Fork.PrepareCalls, r.Storm.Fork.Pods))
+	}
+	return errors.Join(errs...)
+}
+
+// Write writes results.json, report.md and the plots into dir.
+func (r *Results) Write(dir string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	files := map[string][]byte{
+		ResultsFile:      append(data, '\n'),
+		ReportFile:       []byte(r.Markdown()),
+		TimeToFailedPlot: []byte(r.timeToFailedPlot()),
+		DriverCallsPlot:  []byte(r.driverCallsPlot()),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadResults reads results.json from dir.
+func ReadResults(dir string) (*Results, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", ResultsFile, err)
+	}
+	return &r, nil
+}
+
+func describeMachine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/etc/os-release"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if name, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				m.OS = strings.Trim(name, `"`) + " " + m.OS
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "MemTotal:" {
+				kib, _ := strconv.ParseInt(fields[1], 10, 64)
+				m.MemoryBytes = kib * 1024
+			}
+		}
+	}
+	return m
+}
+
+func describeVersions(ctx context.Context, cfg Config) Versions {
+	version := func(path string) string {
+		out, err := exec.CommandContext(ctx, path, "--version").Output()
+		if err != nil {
+			return fmt.Sprintf("unknown (%v)", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	v := Versions{Fork: version(cfg.ForkKubelet), Stock: version(cfg.StockKubelet), Go: runtime.Version()}
+	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
+		v.Commit = strings.TrimSpace(string(out))
+	}
+	return v
+}
+
+// gateName is the fork's gate, for the report.
+var gateName = string(failfastdra.DRAHandlePermanentDriverFailures)
