@@ -1,14 +1,29 @@
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
-.PHONY: demo test bench build kubelet kubelet-stock verify verify-patches test-upstream update-patches test-e2e-race
+# BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
+.PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
+	verify-patches test-upstream update-patches test-e2e-race
 
+# The two commands of the README.
 demo:
 	hack/demo.sh $(ARGS)
 
 test:
 	hack/test.sh
 
-# BENCH_MODE=full (default, about an hour) or smoke (a few minutes).
+# The developer loop: parts of make test.
+unit:
+	hack/test.sh unit
+
+e2e:
+	hack/test.sh build e2e
+
+verify:
+	hack/verify.sh
+
 bench:
 	BENCH_MODE="$(BENCH_MODE)" hack/bench.sh
 
@@ -21,8 +36,14 @@ kubelet:
 kubelet-stock:
 	hack/build-kubelet.sh --stock
 
-verify:
-	hack/verify-gomod.sh && hack/verify-codegen.sh && hack/verify-patches.sh
+release:
+	hack/release.sh
+
+verify-release:
+	hack/verify-release.sh
+
+kind-image:
+	hack/kind-image.sh
 
 verify-patches:
 	hack/verify-patches.sh

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # make bench: the fork against the stock v1.37.1 kubelet on a local cluster (cmd/dra-failfast-bench).
 # BENCH_MODE=full (default, about an hour) or smoke (a few minutes; make test runs it). Builds what
 # is missing first (hack/build.sh, as make demo does). Results: ${OUTPUT_DIR}/bench/<timestamp>/.

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the patched kubelet, _output/bin/kubelet (version KUBE_VERSION-dra-failfast.FORK_REVISION):
 #   1. _output/tree/pristine: k8s.io/kubernetes@KUBE_VERSION + staging modules from the module cache,
 #      a git repo with one commit "upstream KUBE_VERSION" (assembled once);

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds everything the demo, the e2e tests and the benchmarks use: the dra-failfast kubelet and
 # the stock v1.37.1 kubelet (hack/build-kubelet.sh), and the rest of the local cluster with the
 # test DRA driver (hack/build-cluster-binaries.sh). Installs the Debian packages it needs.

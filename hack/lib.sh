@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # shellcheck disable=SC2034 # its variables are used by the scripts that source it
 # Shared settings for the hack/ scripts. Source it; do not run it.
 set -euo pipefail

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs the whole e2e_node suite (test/e2e_node) against the fork's kubelet built with the Go race
 # detector (_output/bin/kubelet-race). Fails on a failing test and on any "WARNING: DATA RACE" in the
 # kubelet's log. Not in CI (the race build of the kubelet adds about 4.5 minutes on 2 cores after

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs upstream's unit tests in the patched tree (_output/tree/patched, with the generated go.work),
 # prints per package: result, top-level test counts and duration; exits non-zero on any failure.
 # The tree and workspace are prepared as by hack/build-kubelet.sh.

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The project's whole test run (README, .ci/run): static checks, our unit tests with -race,
-# the build of the fork and the stock kubelet, the patch series check, upstream's unit tests in
-# the patched tree, and the end-to-end tests on a real local cluster. Ends with one line
-# "N passed, N failed" over every test that ran.
-# Needs root (Debian packages, containerd, kubelet) and the Go module proxy.
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# The project's whole test run (make test, README, .ci/run), or some of its stages:
+#   hack/test.sh [STAGE...]      default: all of them, in this order
+#   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
+#            go.mod, the patch series applies to pristine v1.37.1 and builds)
+#   unit     our unit tests with -race (make unit; no root)
+#   build    the fork and the stock kubelet, the local cluster, the test driver and tools
+#   upstream upstream's unit tests in the patched tree
+#   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
+#   bench    the benchmark's smoke run (make bench BENCH_MODE=smoke)
+#   release  two release builds give the same kubelet (hack/verify-release.sh)
+# Ends with one line "N passed, N failed" over every test that ran. build, e2e, bench and release
+# need root (Debian packages, containerd, kubelet); all need the Go module proxy.
 # shellcheck disable=SC2317 # stages are called through stage()
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,14 +45,6 @@ stage() {
     log "=== ${name}: FAILED ($((SECONDS - start))s)"
     status=1
   fi
-}
-
-static_checks() {
-  local unformatted
-  unformatted=$(gofmt -l api cmd hack internal pkg test)
-  [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
-  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... &&
-    hack/verify-gomod.sh && hack/verify-codegen.sh
 }
 
 unit_tests() {
@@ -102,14 +104,39 @@ bench_smoke() {
   fi
 }
 
-[ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
-stage "static checks (gofmt, vet, go.mod, generated code)" static_checks
-stage "unit tests (-race)" unit_tests
-stage "build (fork and stock kubelet, local cluster, test driver)" hack/build.sh
-stage "patch series applies to pristine v1.37.1 and builds" hack/verify-patches.sh
-stage "upstream unit tests in the patched tree" upstream_tests
-stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests
-stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke
+run_stage() {
+  case "$1" in
+    verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
+    unit) stage "unit tests (-race)" unit_tests ;;
+    build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
+    upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
+    e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
+    bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
+    release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
+    *) die "unknown stage $1 (stages: verify unit build upstream e2e bench release)" ;;
+  esac
+}
+
+# release_check counts as one test.
+release_check() {
+  if hack/verify-release.sh; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    return 1
+  fi
+}
+
+stages=("$@")
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream e2e bench release)
+for name in "${stages[@]}"; do
+  case "${name}" in
+    build | e2e | bench | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;
+  esac
+done
+for name in "${stages[@]}"; do
+  run_stage "${name}"
+done
 
 log "all stages: $( [ "${status}" -eq 0 ] && echo ok || echo FAILED ) in ${SECONDS}s"
 echo "${passed} passed, ${failed} failed"

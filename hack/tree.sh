@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # shellcheck disable=SC2034 # its variables are used by the scripts that source it
 # Functions shared by the scripts that work on the upstream source tree (build-kubelet.sh,
 # verify-patches.sh, test-upstream.sh, update-patches.sh). Source it; do not run it.

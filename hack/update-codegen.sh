@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Regenerates the Go code of api/ from its .proto files with Debian's protoc and a pinned
 # protoc-gen-go. With an argument, writes the generated tree below that directory instead
 # (hack/verify-codegen.sh uses this).

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Regenerates the replace block of go.mod from upstream's own go.mod: every staging module of
 # k8s.io/kubernetes is pinned to KUBE_STAGING_VERSION, exactly as upstream lists them.
 # shellcheck source=hack/lib.sh

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Regenerates staging-patches/ from the commits of the patched tree.
 #
 # The patched tree _output/tree/patched is a git repo: its first commit "upstream KUBE_VERSION"

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Fails when the generated Go code of api/ differs from what hack/update-codegen.sh produces.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

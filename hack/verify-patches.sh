@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Verifies the patch series staging-patches/*.patch, from scratch, in a fresh temporary copy of the
 # pristine upstream tree (_output/tree/patched and your work there are not touched):
 #   - every patch is a git format-patch mail with a Subject: and a non-empty message body;

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command dra-failfast-bench measures the dra-failfast kubelet against the
 // stock v1.37.1 kubelet on a local single-node cluster (make bench): six
 // scenarios, both kubelets on the same node with the same driver and
@@ -14,15 +17,12 @@ package main
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -72,7 +72,7 @@ func run() error {
 	}
 	fmt.Printf("\n%s\nReport: %s\n", res.Markdown(), filepath.Join(*dir, bench.ReportFile))
 	if res.Mode == bench.Smoke {
-		if err := checkSmoke(*dir); err != nil {
+		if err := bench.CheckRun(*dir); err != nil {
 			return fmt.Errorf("smoke check: %w", err)
 		}
 		fmt.Println("smoke check: ok")
@@ -86,58 +86,4 @@ func commandLine(mode string) string {
 		return "make bench"
 	}
 	return "make bench BENCH_MODE=" + mode
-}
-
-// checkSmoke re-reads what the run wrote: results.json decodes and passes
-// SmokeCheck, the report has every scenario, the plots are well-formed SVG.
-func checkSmoke(dir string) error {
-	res, err := bench.ReadResults(dir)
-	if err != nil {
-		return err
-	}
-	errs := []error{res.SmokeCheck()}
-	report, err := os.ReadFile(filepath.Join(dir, bench.ReportFile))
-	errs = append(errs, err)
-	for n := 1; n <= 6; n++ {
-		if !strings.Contains(string(report), fmt.Sprintf("\n## %d. ", n)) {
-			errs = append(errs, fmt.Errorf("%s has no section for scenario %d", bench.ReportFile, n))
-		}
-	}
-	for _, plot := range []string{bench.TimeToFailedPlot, bench.DriverCallsPlot} {
-		errs = append(errs, checkSVG(filepath.Join(dir, plot)))
-	}
-	return errors.Join(errs...)
-}
-
-// checkSVG decodes file as XML and wants an <svg> root with a polyline.
-func checkSVG(file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	decoder := xml.NewDecoder(f)
-	var root string
-	lines := 0
-	for {
-		tok, err := decoder.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		if start, ok := tok.(xml.StartElement); ok {
-			if root == "" {
-				root = start.Name.Local
-			}
-			if start.Name.Local == "polyline" {
-				lines++
-			}
-		}
-	}
-	if root != "svg" || lines == 0 {
-		return fmt.Errorf("%s: root <%s> with %d lines, want <svg> with lines", file, root, lines)
-	}
-	return nil
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command dra-failfast-demo shows what dra-failfast changes, on a real local
 // single-node cluster running the patched kubelet with
 // DRAHandlePermanentDriverFailures on and the test DRA driver: a healthy DRA

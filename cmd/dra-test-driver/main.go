@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command dra-test-driver is the test DRA driver of the demo, the e2e tests
 // and the benchmarks (package internal/testdriver). It runs as a plain host
 // process next to the kubelet of a local single-node cluster:

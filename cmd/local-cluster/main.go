@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command local-cluster runs the local single-node Kubernetes cluster of internal/localcluster.
 //
 //	local-cluster up [--kubelet=PATH] [--feature-gates=A=true,...] [flags]

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command test-workload is the container workload of the local cluster's images.
 //
 // In the default "workload" mode it prints every environment variable whose name starts with

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command imagepack packs one static binary as a single-layer container image and writes it as
 // an OCI image-layout tarball that `ctr images import` understands, named by the
 // io.containerd.image.name annotation. The output is reproducible: same binary, same digests.

@@ -1,11 +1,13 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
 	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -204,19 +206,9 @@ func TestPlotsAreSVG(t *testing.T) {
 	r := sample()
 	for name, svg := range map[string]string{"cdf": r.timeToFailedPlot(), "calls": r.driverCallsPlot(), "empty": (&Results{}).driverCallsPlot()} {
 		t.Run(name, func(t *testing.T) {
-			decoder := xml.NewDecoder(strings.NewReader(svg))
-			lines := 0
-			for {
-				tok, err := decoder.Token()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("not XML: %v", err)
-				}
-				if start, ok := tok.(xml.StartElement); ok && start.Name.Local == "polyline" {
-					lines++
-				}
+			lines, err := svgLines([]byte(svg))
+			if err != nil {
+				t.Fatal(err)
 			}
 			if lines != 2 {
 				t.Errorf("%d lines, want 2", lines)
@@ -243,5 +235,29 @@ func TestSizesFor(t *testing.T) {
 	full, _ := SizesFor(Full)
 	if full.FailingPods != 30 || full.StormPods != 200 || full.HealthyPods != 100 || full.CallsWindow != 5*time.Minute {
 		t.Errorf("full sizes are not the issue's: %+v", full)
+	}
+}
+
+func TestCheckRun(t *testing.T) {
+	dir := t.TempDir()
+	r := sample()
+	r.Sizes.FailingPods, r.Sizes.CallsPods = 3, 1
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRun(dir); err != nil {
+		t.Fatalf("CheckRun of a good run: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, DriverCallsPlot), []byte("<html/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRun(dir); err == nil || !strings.Contains(err.Error(), DriverCallsPlot) {
+		t.Errorf("CheckRun with a broken plot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ResultsFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRun(dir); err == nil {
+		t.Error("CheckRun accepted broken results.json")
 	}
 }

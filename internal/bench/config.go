@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench measures the fork against the stock v1.37.1 kubelet on the
 // local cluster (internal/localcluster) with the test driver
 // (internal/testdriver): the same node, driver and workload, only the

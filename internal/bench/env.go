@@ -1,7 +1,11 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,6 +76,30 @@ func (e *env) namespace(ctx context.Context, scenario string) (string, error) {
 		return "", fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return ns, nil
+}
+
+// scenarioNamespace sets up one scenario run: a fresh namespace, a watch of
+// its pods, and the claim template "claim" with parameters. done stops the
+// watch and deletes the namespace; it returns err joined with any cleanup
+// error (a failed cleanup fails the run: the next one would not start on an
+// idle node).
+func (e *env) scenarioNamespace(ctx context.Context, scenario string, parameters []byte) (ns string, w *podWatcher, done func(err error) error, err error) {
+	if ns, err = e.namespace(ctx, scenario); err != nil {
+		return "", nil, nil, err
+	}
+	done = func(err error) error {
+		if w != nil {
+			w.stop()
+		}
+		return errors.Join(err, e.deleteNamespace(ctx, ns))
+	}
+	if w, err = e.watchPods(ctx, ns); err != nil {
+		return "", nil, nil, done(err)
+	}
+	if err := e.createTemplate(ctx, ns, parameters); err != nil {
+		return "", nil, nil, done(err)
+	}
+	return ns, w, done, nil
 }
 
 // deleteNamespace deletes ns and, with Sizes.AwaitCleanup, waits until it

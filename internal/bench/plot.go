@@ -1,8 +1,15 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
 	"fmt"
 	"html"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -178,4 +185,32 @@ func (r *Results) driverCallsPlot() string {
 			line(r.DriverCalls.Fork, "fork ("+gateName+")", forkColor),
 		},
 	}.svg()
+}
+
+// svgLines parses data as XML and returns how many lines (polylines) an
+// <svg> document holds.
+func svgLines(data []byte) (int, error) {
+	decoder := xml.NewDecoder(bytes.NewReader(data))
+	root, lines := "", 0
+	for {
+		tok, err := decoder.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("not XML: %w", err)
+		}
+		if start, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = start.Name.Local
+			}
+			if start.Name.Local == "polyline" {
+				lines++
+			}
+		}
+	}
+	if root != "svg" {
+		return 0, fmt.Errorf("root element <%s>, want <svg>", root)
+	}
+	return lines, nil
 }

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -247,6 +250,34 @@ func (r *Results) SmokeCheck() error {
 	}
 	if r.Storm.Fork.PrepareCalls != r.Storm.Fork.Pods {
 		errs = append(errs, fmt.Errorf("storm: %d prepare calls for %d fork pods, want one each", r.Storm.Fork.PrepareCalls, r.Storm.Fork.Pods))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckRun re-reads what a smoke run wrote into dir: results.json decodes
+// and passes SmokeCheck, the report has a section per scenario, and the
+// plots are SVG with lines.
+func CheckRun(dir string) error {
+	res, err := ReadResults(dir)
+	if err != nil {
+		return err
+	}
+	errs := []error{res.SmokeCheck()}
+	report, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	errs = append(errs, err)
+	for n := 1; n <= 6; n++ {
+		if !strings.Contains(string(report), fmt.Sprintf("\n## %d. ", n)) {
+			errs = append(errs, fmt.Errorf("%s has no section for scenario %d", ReportFile, n))
+		}
+	}
+	for _, plot := range []string{TimeToFailedPlot, DriverCallsPlot} {
+		data, err := os.ReadFile(filepath.Join(dir, plot))
+		if err == nil {
+			_, err = svgLines(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", plot, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -1,8 +1,10 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -40,19 +42,11 @@ func podNames(prefix string, n int) []string {
 // timeToFailed (scenario 1, fork): permanently failing pods one after
 // another; for each, the driver's answer -> Failed and create -> Failed.
 func (e *env) timeToFailed(ctx context.Context) (run TimeToFailedRun, err error) {
-	ns, err := e.namespace(ctx, "time-to-failed")
+	ns, w, done, err := e.scenarioNamespace(ctx, "time-to-failed", permanent)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return run, err
-	}
-	defer w.stop()
-	if err := e.createTemplate(ctx, ns, permanent); err != nil {
-		return run, err
-	}
+	defer func() { err = done(err) }()
 	for i := range e.sizes.FailingPods {
 		name := fmt.Sprintf("fail-%03d", i)
 		sent, err := e.createPod(ctx, ns, name)
@@ -83,19 +77,11 @@ func (e *env) timeToFailed(ctx context.Context) (run TimeToFailedRun, err error)
 // driverCalls (scenario 2): permanently failing pods created at once,
 // watched for the calls window; every driver call of their claims.
 func (e *env) driverCallsOverWindow(ctx context.Context) (run CallsRun, err error) {
-	ns, err := e.namespace(ctx, "calls")
+	ns, w, done, err := e.scenarioNamespace(ctx, "calls", permanent)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return run, err
-	}
-	defer w.stop()
-	if err := e.createTemplate(ctx, ns, permanent); err != nil {
-		return run, err
-	}
+	defer func() { err = done(err) }()
 	start := time.Now()
 	sent, err := e.createPods(ctx, ns, "calls", e.sizes.CallsPods)
 	if err != nil {
@@ -141,19 +127,11 @@ func (e *env) driverCallsOverWindow(ctx context.Context) (run CallsRun, err erro
 // storm (scenario 3): many permanently failing pods created at once; what
 // the kubelet spends over the storm window.
 func (e *env) storm(ctx context.Context) (run StormRun, err error) {
-	ns, err := e.namespace(ctx, "storm")
+	ns, w, done, err := e.scenarioNamespace(ctx, "storm", permanent)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return run, err
-	}
-	defer w.stop()
-	if err := e.createTemplate(ctx, ns, permanent); err != nil {
-		return run, err
-	}
+	defer func() { err = done(err) }()
 	before, err := e.sampleKubelet(ctx)
 	if err != nil {
 		return run, err
@@ -217,19 +195,11 @@ func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
 // healthyPods creates HealthyPods healthy pods, batch at a time, each batch
 // after the previous one is Running, and returns create -> Running in ms.
 func (e *env) healthyPods(ctx context.Context, scenario string, batch int) (ms []float64, err error) {
-	ns, err := e.namespace(ctx, scenario)
+	ns, w, done, err := e.scenarioNamespace(ctx, scenario, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer w.stop()
-	if err := e.createTemplate(ctx, ns, nil); err != nil {
-		return nil, err
-	}
+	defer func() { err = done(err) }()
 	for b := 0; b*batch < e.sizes.HealthyPods; b++ {
 		n := min(batch, e.sizes.HealthyPods-b*batch)
 		prefix := fmt.Sprintf("ok-%03d", b)
@@ -252,20 +222,12 @@ func (e *env) healthyPods(ctx context.Context, scenario string, batch int) (ms [
 // transient (scenario 5): pods whose driver fails TransientFailures times,
 // then prepares: create -> Running.
 func (e *env) transient(ctx context.Context) (run TransientRun, err error) {
-	ns, err := e.namespace(ctx, "transient")
-	if err != nil {
-		return run, err
-	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return run, err
-	}
-	defer w.stop()
 	spec := testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To(int64(e.sizes.TransientFailures)), Message: "bench: device busy"}
-	if err := e.createTemplate(ctx, ns, spec.Parameters()); err != nil {
+	ns, w, done, err := e.scenarioNamespace(ctx, "transient", spec.Parameters())
+	if err != nil {
 		return run, err
 	}
+	defer func() { err = done(err) }()
 	sent, err := e.createPods(ctx, ns, "transient", e.sizes.TransientPods)
 	if err != nil {
 		return run, err
@@ -294,19 +256,11 @@ func (e *env) transient(ctx context.Context) (run TransientRun, err error) {
 // churn (scenario 6): a Deployment whose claims carry invalid config,
 // watched for the churn window.
 func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
-	ns, err := e.namespace(ctx, "churn")
+	ns, w, done, err := e.scenarioNamespace(ctx, "churn", invalidConfig)
 	if err != nil {
 		return run, err
 	}
-	defer func() { err = errors.Join(err, e.deleteNamespace(ctx, ns)) }()
-	w, err := e.watchPods(ctx, ns)
-	if err != nil {
-		return run, err
-	}
-	defer w.stop()
-	if err := e.createTemplate(ctx, ns, invalidConfig); err != nil {
-		return run, err
-	}
+	defer func() { err = done(err) }()
 	labels := map[string]string{"app": "churn"}
 	deployment := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "churn"},

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2eframework runs the test DRA driver next to a local cluster and
 // builds the objects that the e2e_node tests, the demo and the benchmarks
 // use, so that all of them exercise the same setup.

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package localcluster runs a real single-node Kubernetes cluster on this machine: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, containerd (with runc and the CNI
 // bridge plugin) and a kubelet, all as root processes, every file under one state directory.

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testcert makes self-signed TLS serving certificates for tests of
 // HTTPS servers on 127.0.0.1 (the admission webhook of the driver library
 // and of the test driver).

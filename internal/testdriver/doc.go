@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testdriver is the test DRA driver of the demo, the e2e tests and the
 // benchmarks: a kubelet plugin built on k8s.io/dynamic-resource-allocation's
 // kubeletplugin helper and on pkg/failfastplugin, whose failures are chosen by

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package failfastplugin lets a DRA driver built on
 // k8s.io/dynamic-resource-allocation/kubeletplugin report that preparing a
 // ResourceClaim failed permanently (KEP-5322). A kubelet with the

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e_node
 
 // Package e2enode runs dra-failfast end to end on a real local single-node

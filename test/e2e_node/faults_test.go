@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e_node
 
 package e2enode

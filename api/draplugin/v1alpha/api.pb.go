@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // dra-failfast wire extension of the kubelet DRA plugin API (KEP-5322).
 //
 // A DRA driver tells the kubelet that preparing a ResourceClaim failed

@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package v1alpha
 
 import (
@@ -105,7 +108,26 @@ func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType NodePrepa
 // dropped from that point on: they could not have been sent back out as a
 // valid message anyway.
 func WithoutField(raw []byte, num protowire.Number) []byte {
-	var kept []byte
+	kept, _ := splitField(raw, num)
+	return kept
+}
+
+// OnlyField returns every occurrence of field num in raw, tag and value as
+// sent (what a driver put on the wire as error_type, for example), and
+// whether raw stopped parsing before its end; the bytes from there on are
+// returned too, since they may be a malformed occurrence.
+func OnlyField(raw []byte, num protowire.Number) (field []byte, malformed bool) {
+	kept, field := splitField(raw, num)
+	rest := len(raw) - len(kept) - len(field)
+	if rest > 0 {
+		return append(field, raw[len(raw)-rest:]...), true
+	}
+	return field, false
+}
+
+// splitField splits the parsable prefix of raw into the fields other than
+// num and the occurrences of num.
+func splitField(raw []byte, num protowire.Number) (others, field []byte) {
 	for len(raw) > 0 {
 		n, typ, tagLen := protowire.ConsumeTag(raw)
 		if tagLen < 0 {
@@ -116,9 +138,11 @@ func WithoutField(raw []byte, num protowire.Number) []byte {
 			break
 		}
 		if n != num {
-			kept = append(kept, raw[:tagLen+fieldLen]...)
+			others = append(others, raw[:tagLen+fieldLen]...)
+		} else {
+			field = append(field, raw[:tagLen+fieldLen]...)
 		}
 		raw = raw[tagLen+fieldLen:]
 	}
-	return kept
+	return others, field
 }

@@ -1,7 +1,12 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package v1alpha
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -195,5 +200,30 @@ func TestKEPNames(t *testing.T) {
 	var deprecated ErrorType = ErrorType_Permanent // still compiles: an alias, not a new type
 	if deprecated != NodePrepareResourceResponseErrorType_Permanent || ErrorType_Unknown != NodePrepareResourceResponseErrorType_Unknown {
 		t.Error("deprecated aliases differ from the KEP names")
+	}
+}
+
+func TestOnlyField(t *testing.T) {
+	other := protowire.AppendString(protowire.AppendTag(nil, 7, protowire.BytesType), "x")
+	permanent := protowire.AppendVarint(protowire.AppendTag(nil, ErrorTypeFieldNumber, protowire.VarintType), 1)
+	for name, tc := range map[string]struct {
+		raw, want []byte
+		malformed bool
+	}{
+		"absent":              {raw: other},
+		"one":                 {raw: append(slices.Clone(other), permanent...), want: permanent},
+		"twice":               {raw: slices.Concat(permanent, other, permanent), want: slices.Concat(permanent, permanent)},
+		"truncated varint":    {raw: slices.Concat(other, []byte{0x18, 0x80}), want: []byte{0x18, 0x80}, malformed: true},
+		"garbage after field": {raw: slices.Concat(permanent, []byte{0xff}), want: slices.Concat(permanent, []byte{0xff}), malformed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, malformed := OnlyField(tc.raw, ErrorTypeFieldNumber)
+			if !bytes.Equal(got, tc.want) || malformed != tc.malformed {
+				t.Errorf("OnlyField = % x, %v; want % x, %v", got, malformed, tc.want, tc.malformed)
+			}
+			if kept := WithoutField(tc.raw, ErrorTypeFieldNumber); !tc.malformed && len(kept)+len(got) != len(tc.raw) {
+				t.Errorf("WithoutField and OnlyField split % x into % x and % x", tc.raw, kept, got)
+			}
+		})
 	}
 }

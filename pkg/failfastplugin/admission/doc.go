@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package admission validates a DRA driver's opaque device configuration
 // twice with one function: in a validating admission webhook, so that
 // kubectl apply of a ResourceClaim, ResourceClaimTemplate or DeviceClass with

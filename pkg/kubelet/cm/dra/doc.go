@@ -1,3 +1,6 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dra is the dra-failfast logic that the patched kubelet's DRA
 // manager, kuberuntime and kubelet call (KEP-5322, feature gate
 // DRAHandlePermanentDriverFailures). The upstream patch series only adds the

@@ -1,0 +1,95 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command dra-failfast-check shows driver authors and operators what the
+// dra-failfast kubelet will decide about a DRA driver's answers. It calls
+// the driver's NodePrepareResources for the given ResourceClaims exactly as
+// the kubelet does (one call, namespace, name and UID of each claim), prints
+// per claim what the driver answered (error text, the raw bytes of
+// error_type, field 3, and its decoded value) and what the fork decides
+// (prepared, transient or permanent, and why), then calls
+// NodeUnprepareResources for all of them so that nothing stays prepared.
+//
+//	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-o text|json] NAMESPACE/CLAIM...
+//
+// The claims must be allocated to a device of the driver and reserved for
+// no pod: a claim in use belongs to the kubelet. Run it on the driver's node,
+// as a user who may open the socket. Exit status: 0 when the check ran (what
+// the driver answered is in the output), 1 when it could not.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dra-failfast/dra-failfast/internal/drivercheck"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "dra-failfast-check:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	driver := flag.String("driver", "", "the DRA driver name (required)")
+	socket := flag.String("socket", "", "the driver's DRA socket (default /var/lib/kubelet/plugins/<driver>/dra.sock)")
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig to look the claims up with (default $KUBECONFIG, else in-cluster)")
+	output := flag.String("o", "text", "output: text or json")
+	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -driver NAME [flags] NAMESPACE/CLAIM...\n", filepath.Base(os.Args[0]))
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *driver == "" || flag.NArg() == 0 {
+		flag.Usage()
+		return fmt.Errorf("need -driver and at least one NAMESPACE/CLAIM")
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf("-o %q: want text or json", *output)
+	}
+	if *socket == "" {
+		*socket = filepath.Join("/var/lib/kubelet/plugins", *driver, "dra.sock")
+	}
+	// Decide as the fork does with its gate on.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(failfastdra.DRAHandlePermanentDriverFailures): true}); err != nil {
+		return err
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := drivercheck.Run(ctx, client, drivercheck.Options{Driver: *driver, Socket: *socket, Claims: flag.Args(), Timeout: *timeout})
+	if report != nil {
+		if *output == "json" {
+			data, jsonErr := json.MarshalIndent(report, "", "  ")
+			if jsonErr != nil {
+				return jsonErr
+			}
+			fmt.Println(string(data))
+		} else {
+			fmt.Print(report.Text())
+		}
+	}
+	return err
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# make verify: every static check, no root and no cluster needed: gofmt, go vet (with and without
+# the e2e_node tag), shellcheck, license headers, generated code, go.mod, and the patch series
+# (applies to pristine v1.37.1, builds, stays within its line budget). Runs all checks and fails
+# at the end if any failed. Installs shellcheck from Debian when missing and running as root.
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}" || exit 1
+
+failed=()
+check() {
+  local name=$1
+  shift
+  if "$@"; then
+    log "verify ${name}: ok"
+  else
+    log "verify ${name}: FAILED"
+    failed+=("${name}")
+  fi
+}
+
+gofmt_clean() {
+  local unformatted
+  unformatted=$(gofmt -l api cmd hack internal pkg test)
+  [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
+}
+
+go_vet() {
+  go vet ./... && go vet -tags e2e_node ./test/... ./internal/...
+}
+
+shellcheck_scripts() {
+  if ! command -v shellcheck > /dev/null; then
+    [ "$(id -u)" -eq 0 ] || { echo "shellcheck is not installed (apt-get install shellcheck)"; return 1; }
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck > /dev/null
+  fi
+  shellcheck -x hack/*.sh .ci/run
+}
+
+check gofmt gofmt_clean
+check vet go_vet
+check shellcheck shellcheck_scripts
+check license-headers hack/verify-license.sh
+check codegen hack/verify-codegen.sh
+check gomod hack/verify-gomod.sh
+check patches hack/verify-patches.sh
+[ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"
+log "verify: all checks passed"

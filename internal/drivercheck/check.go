@@ -1,0 +1,254 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package drivercheck asks a DRA driver to prepare claims exactly as the
+// kubelet does, reports what the driver answered on the wire and what the
+// dra-failfast kubelet would decide, and unprepares them again. It is the
+// logic of cmd/dra-failfast-check.
+package drivercheck
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// Options say which claims to check with which driver.
+type Options struct {
+	// Driver is the DRA driver name (as in ResourceSlices and allocation
+	// results).
+	Driver string
+	// Socket is the driver's DRA gRPC socket, e.g.
+	// /var/lib/kubelet/plugins/<driver>/dra.sock.
+	Socket string
+	// Claims are namespace/name of ResourceClaims allocated to Driver and
+	// reserved for no pod.
+	Claims []string
+	// Timeout of each gRPC call. Default 45s.
+	Timeout time.Duration
+}
+
+// ErrRefused: a claim cannot be checked (not found, not allocated to the
+// driver, or in use by a pod).
+var ErrRefused = errors.New("claim refused")
+
+// Report is what one check found.
+type Report struct {
+	Driver string        `json:"driver"`
+	Claims []ClaimReport `json:"claims"`
+	// CallError is the error of the NodePrepareResources call as a whole.
+	CallError string `json:"callError,omitempty"`
+}
+
+// ClaimReport is the driver's answer for one claim and the fork's decision.
+type ClaimReport struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// Error is the driver's error text, empty when it prepared the claim.
+	Error string `json:"error,omitempty"`
+	// CDIDevices are the devices the driver returned.
+	CDIDevices []string `json:"cdiDevices,omitempty"`
+	// ErrorTypeBytes are the raw bytes of field 3 (error_type), tag
+	// included, in hex; empty when the driver did not send it.
+	ErrorTypeBytes string `json:"errorTypeBytes"`
+	// ErrorType is the decoded value, or why it was not accepted.
+	ErrorType string `json:"errorType"`
+	// Decision is prepared, transient or permanent: what the fork with
+	// DRAHandlePermanentDriverFailures does for a pod that has not started
+	// containers yet. Downgraded names the rule that kept a permanent-looking
+	// answer transient.
+	Decision   string `json:"decision"`
+	Downgraded string `json:"downgraded,omitempty"`
+	// Why explains the decision in a sentence.
+	Why string `json:"why"`
+	// Unprepared is the result of NodeUnprepareResources: "ok" or its error.
+	Unprepared string `json:"unprepared"`
+}
+
+// Decisions.
+const (
+	DecisionPrepared  = "prepared"
+	DecisionTransient = "transient"
+	DecisionPermanent = "permanent"
+)
+
+// Run checks the claims. The error is about the check itself (bad options,
+// refused claims, no connection); what the driver answered is in the
+// report.
+func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Report, error) {
+	if opts.Driver == "" || opts.Socket == "" || len(opts.Claims) == 0 {
+		return nil, errors.New("a driver name, its socket and at least one claim are needed")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 45 * time.Second
+	}
+	sent, err := lookUpClaims(ctx, client, opts.Driver, opts.Claims)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("unix://"+opts.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("driver socket %s: %w", opts.Socket, err)
+	}
+	defer func() { _ = conn.Close() }()
+	plugin := drapbv1.NewDRAPluginClient(conn)
+
+	callCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	resp, callErr := plugin.NodePrepareResources(callCtx, &drapbv1.NodePrepareResourcesRequest{Claims: sent})
+	cancel()
+	report := &Report{Driver: opts.Driver}
+	if callErr != nil {
+		report.CallError = callErr.Error()
+	}
+	classified := failfastdra.Classify(opts.Driver, sent, resp, callErr)
+	for i, claim := range sent {
+		report.Claims = append(report.Claims, describe(claim, resp.GetClaims()[claim.GetUid()], classified.Claims[i]))
+	}
+
+	// Unprepare whatever the driver may have prepared, as the kubelet does
+	// for a failed pod too: all claims, in one call.
+	callCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
+	unprep, unprepErr := plugin.NodeUnprepareResources(callCtx, &drapbv1.NodeUnprepareResourcesRequest{Claims: sent})
+	cancel()
+	for i := range report.Claims {
+		claim := &report.Claims[i]
+		switch result, ok := unprep.GetClaims()[claim.UID]; {
+		case unprepErr != nil:
+			claim.Unprepared = "NodeUnprepareResources failed: " + unprepErr.Error()
+		case !ok:
+			claim.Unprepared = "no result for the claim"
+		case result.GetError() != "":
+			claim.Unprepared = result.GetError()
+		default:
+			claim.Unprepared = "ok"
+		}
+	}
+	if unprepErr != nil {
+		return report, fmt.Errorf("NodeUnprepareResources: %w (the claims may still be prepared)", unprepErr)
+	}
+	return report, nil
+}
+
+// lookUpClaims reads the claims from the API and builds the request the
+// kubelet would send. It refuses claims it must not touch.
+func lookUpClaims(ctx context.Context, client kubernetes.Interface, driver string, refs []string) ([]*drapbv1.Claim, error) {
+	var (
+		sent []*drapbv1.Claim
+		errs []error
+	)
+	for _, ref := range refs {
+		namespace, name, ok := strings.Cut(ref, "/")
+		if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+			errs = append(errs, fmt.Errorf("%w: %q is not namespace/name", ErrRefused, ref))
+			continue
+		}
+		claim, err := client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: ResourceClaim %s: %w", ErrRefused, ref, err))
+			continue
+		}
+		if err := checkable(claim, driver); err != nil {
+			errs = append(errs, fmt.Errorf("%w: ResourceClaim %s: %w", ErrRefused, ref, err))
+			continue
+		}
+		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
+	}
+	return sent, errors.Join(errs...)
+}
+
+// checkable tells why claim cannot be checked with driver, if it cannot.
+func checkable(claim *resourceapi.ResourceClaim, driver string) error {
+	if claim.Status.Allocation == nil {
+		return errors.New("not allocated: the kubelet prepares only allocated claims")
+	}
+	ours := false
+	for _, result := range claim.Status.Allocation.Devices.Results {
+		ours = ours || result.Driver == driver
+	}
+	if !ours {
+		return fmt.Errorf("no device of driver %s is allocated to it", driver)
+	}
+	if len(claim.Status.ReservedFor) > 0 {
+		consumer := claim.Status.ReservedFor[0]
+		return fmt.Errorf("reserved for %s %s: the kubelet owns its preparation, and unpreparing it here would break that pod", consumer.Resource, consumer.Name)
+	}
+	return nil
+}
+
+// describe turns one claim's answer into its report.
+func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, result failfastdra.ClaimResult) ClaimReport {
+	report := ClaimReport{Namespace: claim.GetNamespace(), Name: claim.GetName(), UID: claim.GetUid(), Error: resp.GetError(), Downgraded: result.Downgraded}
+	for _, device := range resp.GetDevices() {
+		report.CDIDevices = append(report.CDIDevices, device.GetCdiDeviceIds()...)
+	}
+	if resp != nil {
+		field, _ := v1alpha.OnlyField(resp.ProtoReflect().GetUnknown(), v1alpha.ErrorTypeFieldNumber)
+		report.ErrorTypeBytes = hex.EncodeToString(field)
+	}
+	switch errorType, err := v1alpha.DecodeErrorType(resp); {
+	case err != nil:
+		report.ErrorType = err.Error()
+	case report.ErrorTypeBytes == "":
+		report.ErrorType = "absent (Unknown)"
+	default:
+		report.ErrorType = errorType.String()
+	}
+	switch result.Outcome {
+	case failfastdra.Prepared:
+		report.Decision = DecisionPrepared
+		report.Why = "the driver prepared the claim; the pod's containers can start"
+		if result.Downgraded != "" {
+			report.Why += fmt.Sprintf(" (error_type Permanent with an empty error means success: %s)", result.Downgraded)
+		}
+	case failfastdra.FailedPermanent:
+		report.Decision = DecisionPermanent
+		report.Why = "the pod fails (reason " + failfastdra.PodFailedReason + "), the driver is not asked again for it and its claims are unprepared; " +
+			"for a pod that already ran containers the error is downgraded to transient and retried"
+	default:
+		report.Decision = DecisionTransient
+		report.Why = "the kubelet retries at the pod's next resync (syncFrequency, 1m by default)"
+		if result.Downgraded != "" {
+			report.Why = fmt.Sprintf("not taken as permanent (%s); ", result.Downgraded) + report.Why
+		}
+	}
+	return report
+}
+
+// Text renders the report for people.
+func (r *Report) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "driver %s\n", r.Driver)
+	if r.CallError != "" {
+		fmt.Fprintf(&b, "NodePrepareResources failed as a whole: %s\n", r.CallError)
+	}
+	for _, c := range r.Claims {
+		fmt.Fprintf(&b, "\nResourceClaim %s/%s (UID %s)\n", c.Namespace, c.Name, c.UID)
+		if c.Error == "" {
+			fmt.Fprintf(&b, "  driver answered:    prepared, CDI devices %s\n", strings.Join(c.CDIDevices, ", "))
+		} else {
+			fmt.Fprintf(&b, "  driver answered:    error %q\n", c.Error)
+		}
+		raw := c.ErrorTypeBytes
+		if raw == "" {
+			raw = "none"
+		}
+		fmt.Fprintf(&b, "  field 3 on the wire: %s -> error_type %s\n", raw, c.ErrorType)
+		fmt.Fprintf(&b, "  the fork decides:   %s: %s\n", c.Decision, c.Why)
+		fmt.Fprintf(&b, "  unprepared:         %s\n", c.Unprepared)
+	}
+	return b.String()
+}

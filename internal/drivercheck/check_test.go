@@ -1,0 +1,124 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package drivercheck
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes/fake"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+const driver = "driver.example.com"
+
+func claim(name string, allocatedTo string, reservedFor ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
+	if allocatedTo != "" {
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "dev", Driver: allocatedTo, Pool: "node", Device: "dev-0"}},
+		}}
+	}
+	for _, pod := range reservedFor {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: pod, UID: "pod-uid"})
+	}
+	return c
+}
+
+func TestLookUpClaims(t *testing.T) {
+	client := fake.NewClientset(
+		claim("ok", driver),
+		claim("unallocated", ""),
+		claim("other-driver", "other.example.com"),
+		claim("in-use", driver, "app"),
+	)
+	sent, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok"})
+	if err != nil || len(sent) != 1 || sent[0].GetUid() != "uid-ok" || sent[0].GetNamespace() != "ns" || sent[0].GetName() != "ok" {
+		t.Fatalf("lookUpClaims(ns/ok) = %v, %v", sent, err)
+	}
+	for ref, want := range map[string]string{
+		"ns/unallocated":  "not allocated",
+		"ns/other-driver": "no device of driver " + driver,
+		"ns/in-use":       "reserved for pods app",
+		"ns/missing":      "not found",
+		"just-a-name":     `"just-a-name" is not namespace/name`,
+		"ns/a/b":          "is not namespace/name",
+	} {
+		t.Run(ref, func(t *testing.T) {
+			sent, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok", ref})
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v, want ErrRefused with %q", err, want)
+			}
+			if len(sent) != 1 {
+				t.Errorf("the good claim was dropped: %v", sent)
+			}
+		})
+	}
+}
+
+func response(errText string, field []byte) *drapbv1.NodePrepareResourceResponse {
+	resp := &drapbv1.NodePrepareResourceResponse{Error: errText}
+	if errText == "" {
+		resp.Devices = []*drapbv1.Device{{RequestNames: []string{"dev"}, PoolName: "node", DeviceName: "dev-0", CdiDeviceIds: []string{"example.com/dev=dev-0"}}}
+	}
+	resp.ProtoReflect().SetUnknown(field)
+	return resp
+}
+
+func TestDescribe(t *testing.T) {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, failfastdra.DRAHandlePermanentDriverFailures, true)
+	permanent := protowire.AppendVarint(protowire.AppendTag(nil, v1alpha.ErrorTypeFieldNumber, protowire.VarintType), 1)
+	unknownValue := protowire.AppendVarint(protowire.AppendTag(nil, v1alpha.ErrorTypeFieldNumber, protowire.VarintType), 9)
+	sent := &drapbv1.Claim{Namespace: "ns", Name: "c", Uid: "uid-c"}
+	for name, tc := range map[string]struct {
+		resp                     *drapbv1.NodePrepareResourceResponse
+		decision, bytes, errType string
+		downgraded               string
+	}{
+		"prepared":          {response("", nil), DecisionPrepared, "", "absent (Unknown)", ""},
+		"permanent":         {response("bad config", permanent), DecisionPermanent, "1801", "Permanent", ""},
+		"transient":         {response("busy", nil), DecisionTransient, "", "absent (Unknown)", ""},
+		"unknown value":     {response("busy", unknownValue), DecisionTransient, "1809", "unknown error_type value: 9", failfastdra.DowngradeUnknownErrorType},
+		"permanent, no err": {response("", permanent), DecisionPrepared, "1801", "Permanent", failfastdra.DowngradeEmptyError},
+		"truncated":         {response("busy", []byte{0x18}), DecisionTransient, "18", "malformed", failfastdra.DowngradeMalformedErrorType},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"uid-c": tc.resp}}
+			result := failfastdra.Classify(driver, []*drapbv1.Claim{sent}, resp, nil)
+			got := describe(sent, tc.resp, result.Claims[0])
+			if got.Decision != tc.decision || got.ErrorTypeBytes != tc.bytes || !strings.Contains(got.ErrorType, tc.errType) || got.Downgraded != tc.downgraded {
+				t.Errorf("describe = %+v\nwant decision %s, bytes %q, error_type %q, downgraded %q", got, tc.decision, tc.bytes, tc.errType, tc.downgraded)
+			}
+			if got.Why == "" {
+				t.Error("no reason given")
+			}
+		})
+	}
+}
+
+func TestText(t *testing.T) {
+	r := &Report{Driver: driver, Claims: []ClaimReport{
+		{Namespace: "ns", Name: "ok", UID: "u1", CDIDevices: []string{"example.com/dev=dev-0"}, ErrorType: "absent (Unknown)", Decision: DecisionPrepared, Why: "w", Unprepared: "ok"},
+		{Namespace: "ns", Name: "bad", UID: "u2", Error: "bad config", ErrorTypeBytes: "1801", ErrorType: "Permanent", Decision: DecisionPermanent, Why: "w", Unprepared: "ok"},
+	}}
+	text := r.Text()
+	for _, want := range []string{
+		"ResourceClaim ns/ok (UID u1)", "prepared, CDI devices example.com/dev=dev-0", "field 3 on the wire: none -> error_type absent (Unknown)",
+		`error "bad config"`, "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent: w",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}

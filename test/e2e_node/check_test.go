@@ -1,0 +1,180 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e_node
+
+package e2enode
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/dra-failfast/dra-failfast/internal/drivercheck"
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+)
+
+// demoClaim creates a ResourceClaim in ns with the spec of the demo's claim
+// template name (demo/<name>.yaml), for driver d instead of the default
+// driver, and allocates device to it as the scheduler would, for no pod.
+func demoClaim(t *testing.T, ns, name string, d *e2eframework.Driver, device string) {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "demo", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl *resourceapi.ResourceClaimTemplate
+	for doc := range strings.SplitSeq(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err == nil {
+			if found, ok := obj.(*resourceapi.ResourceClaimTemplate); ok {
+				tmpl = found
+			}
+		}
+	}
+	if tmpl == nil {
+		t.Fatalf("demo/%s.yaml has no ResourceClaimTemplate", name)
+	}
+	spec := tmpl.Spec.Spec
+	var configs []resourceapi.DeviceAllocationConfiguration
+	for i := range spec.Devices.Requests {
+		spec.Devices.Requests[i].Exactly.DeviceClassName = d.DeviceClass()
+	}
+	for i := range spec.Devices.Config {
+		spec.Devices.Config[i].Opaque.Driver = d.Name()
+		configs = append(configs, resourceapi.DeviceAllocationConfiguration{
+			Source: resourceapi.AllocationConfigSourceClaim, Requests: spec.Devices.Config[i].Requests, DeviceConfiguration: spec.Devices.Config[i].DeviceConfiguration,
+		})
+	}
+	claim, err := client.ResourceV1().ResourceClaims(ns).Create(t.Context(), &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+		Results: []resourceapi.DeviceRequestAllocationResult{{Request: spec.Devices.Requests[0].Name, Driver: d.Name(), Pool: cluster.NodeName(), Device: device}},
+		Config:  configs,
+	}}
+	if _, err := client.ResourceV1().ResourceClaims(ns).UpdateStatus(t.Context(), claim, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("allocate %s: %v", name, err)
+	}
+}
+
+// runCheck runs the dra-failfast-check binary of make build.
+func runCheck(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	binary, err := localcluster.OutputPath("bin", "dra-failfast-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), binary, append([]string{"-kubeconfig", cluster.Kubeconfig()}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// dra-failfast-check on the demo's three claims: what the driver answered,
+// the raw error_type bytes, the fork's decision, and nothing left prepared.
+func TestCheckTool(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "check.dra-failfast.test", Devices: 4})
+	ns := namespaceFor(t)
+	for i, name := range []string{"healthy", "permanent", "transient"} {
+		demoClaim(t, ns, name, d, fmt.Sprintf("dev-%d", i))
+	}
+	args := []string{"-driver", d.Name(), "-socket", d.DRASocketPath(), ns + "/healthy", ns + "/permanent", ns + "/transient"}
+
+	out, stderr, err := runCheck(t, append([]string{"-o", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("dra-failfast-check: %v\n%s%s", err, out, stderr)
+	}
+	var report drivercheck.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("output is not a report: %v\n%s", err, out)
+	}
+	want := map[string]struct{ decision, bytes, errorType string }{
+		"healthy":   {drivercheck.DecisionPrepared, "", "absent (Unknown)"},
+		"permanent": {drivercheck.DecisionPermanent, "1801", "Permanent"},
+		"transient": {drivercheck.DecisionTransient, "", "absent (Unknown)"},
+	}
+	if len(report.Claims) != len(want) {
+		t.Fatalf("%d claims reported, want %d: %+v", len(report.Claims), len(want), report)
+	}
+	for _, c := range report.Claims {
+		w := want[c.Name]
+		if c.Decision != w.decision || c.ErrorTypeBytes != w.bytes || c.ErrorType != w.errorType || c.Unprepared != "ok" {
+			t.Errorf("%s: %+v\nwant decision %s, field 3 %q (%s), unprepared ok", c.Name, c, w.decision, w.bytes, w.errorType)
+		}
+		if (c.Decision == drivercheck.DecisionPrepared) != (len(c.CDIDevices) > 0) || (c.Decision == drivercheck.DecisionPrepared) == (c.Error != "") {
+			t.Errorf("%s: error %q with CDI devices %v", c.Name, c.Error, c.CDIDevices)
+		}
+	}
+	// The driver saw exactly the kubelet's calls: one prepare, one
+	// unprepare per claim, and nothing stays prepared.
+	stats, err := d.Client.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range want {
+		claim, ok := stats.Claim(ns, name)
+		if !ok || claim.PrepareCalls != 1 || claim.UnprepareCalls != 1 || claim.Prepared {
+			t.Errorf("driver's view of %s: %+v, want 1 prepare, 1 unprepare, not prepared", name, claim)
+		}
+	}
+	for _, c := range report.Claims {
+		if _, err := os.Stat(testdriver.CDISpecPath(cluster.CDISpecDir(), d.Name(), types.UID(c.UID))); !os.IsNotExist(err) {
+			t.Errorf("%s: CDI spec left behind (stat: %v)", c.Name, err)
+		}
+	}
+
+	// The text form, for people: the transient claim now prepares (its one
+	// failure is spent).
+	text, stderr, err := runCheck(t, args...)
+	if err != nil {
+		t.Fatalf("dra-failfast-check: %v\n%s", err, stderr)
+	}
+	t.Logf("dra-failfast-check output:\n%s", text)
+	for _, line := range []string{
+		"ResourceClaim " + ns + "/permanent", "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent:",
+		"the fork decides:   prepared:", "unprepared:         ok",
+	} {
+		if !strings.Contains(text, line) {
+			t.Errorf("text output lacks %q", line)
+		}
+	}
+
+	// Claims it must not touch are refused, by name, and the driver is not called.
+	if _, err := client.ResourceV1().ResourceClaims(ns).Create(t.Context(), &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unallocated"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: d.DeviceClass()},
+		}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err = runCheck(t, "-driver", d.Name(), "-socket", d.DRASocketPath(), ns+"/unallocated", ns+"/missing")
+	if err == nil || !strings.Contains(stderr, ns+"/unallocated: not allocated") || !strings.Contains(stderr, ns+"/missing") {
+		t.Errorf("unallocated and missing claims: err %v, stderr %s", err, stderr)
+	}
+	if after, _ := d.Client.Stats(t.Context()); len(after.Claims) != len(stats.Claims) {
+		t.Errorf("the driver was called for refused claims: %d claims seen, before %d", len(after.Claims), len(stats.Claims))
+	}
+}
