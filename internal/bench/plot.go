@@ -35,9 +35,9 @@ type chart struct {
 }
 
 const (
-	plotWidth, plotHeight              = 720, 420
+	plotWidth, plotHeight              = 720, 450
 	marginLeft, marginRight            = 70, 20
-	marginTop, marginBottom            = 60, 60
+	marginTop, marginBottom            = 90, 60
 	innerWidth, innerHeight            = plotWidth - marginLeft - marginRight, plotHeight - marginTop - marginBottom
 	forkColor, stockColor, otherColor  = "#1f77b4", "#d62728", "#2ca02c"
 	axisColor, gridColor, legendOffset = "#333", "#ddd", 16
@@ -111,9 +111,10 @@ func (c chart) svg() string {
 		if len(path) > 0 {
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(path, " "))
 		}
-		ly := marginTop + 14 + i*legendOffset
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`, marginLeft+innerWidth-230, ly-4, marginLeft+innerWidth-210, ly-4, s.color)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", marginLeft+innerWidth-204, ly, html.EscapeString(s.name))
+		// The legend goes above the plot, under the title: it never hides a line.
+		ly := 58 + i*legendOffset
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`, marginLeft, ly-4, marginLeft+20, ly-4, s.color)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", marginLeft+26, ly, html.EscapeString(s.name))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
