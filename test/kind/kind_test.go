@@ -163,14 +163,15 @@ func TestGateReachesKubeletsOnly(t *testing.T) {
 
 func TestCDIEnabled(t *testing.T) {
 	cluster := loadCluster(t)
-	section := regexp.MustCompile(`(?m)^\s*\[plugins\."io\.containerd\.cri\.v1\.runtime"\]\s*$`)
+	// kind's containerd config is in the version 2 format: the CRI plugin is io.containerd.grpc.v1.cri.
+	section := regexp.MustCompile(`(?m)^\s*\[plugins\."io\.containerd\.grpc\.v1\.cri"\]\s*$`)
 	enabled := regexp.MustCompile(`(?m)^\s*enable_cdi\s*=\s*true\s*$`)
 	for _, patch := range cluster.ContainerdConfigPatches {
 		if section.MatchString(patch) && enabled.MatchString(patch) {
 			return
 		}
 	}
-	t.Errorf("no containerd config patch sets enable_cdi = true in the CRI runtime plugin: %q", cluster.ContainerdConfigPatches)
+	t.Errorf("no containerd config patch sets enable_cdi = true in the CRI plugin: %q", cluster.ContainerdConfigPatches)
 }
 
 // The nodes run the image that hack/kind-image.sh builds:
