@@ -110,8 +110,10 @@ func sample() *Results {
 			Pods: []PodCalls{{Prepare: 5, PrepareAt: []float64{1, 12, 80, 150, 230}}}},
 	}
 	r.Storm = Storm{
-		Fork:  StormRun{Pods: 200, WindowSeconds: 300, Failed: 200, AllFailedSeconds: 40, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200, PrepareCalls: 200, UnprepareCalls: 200, KubeletEvents: 400},
-		Stock: StormRun{Pods: 200, WindowSeconds: 300, AllFailedSeconds: NaN, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000, PrepareCalls: 1000, KubeletEvents: 1200},
+		Fork: StormRun{Pods: 200, WindowSeconds: 300, Failed: 200, AllFailedSeconds: 40, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200, PrepareCalls: 200, UnprepareCalls: 200, KubeletEvents: 400,
+			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 8, KubeletAPIRequests: 1000}, {Seconds: 150, KubeletCPUSeconds: 9.5, KubeletAPIRequests: 1150}, {Seconds: 300, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200}}},
+		Stock: StormRun{Pods: 200, WindowSeconds: 300, AllFailedSeconds: NaN, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000, PrepareCalls: 1000, KubeletEvents: 1200,
+			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 10, KubeletAPIRequests: 2000}, {Seconds: 150, KubeletCPUSeconds: 30, KubeletAPIRequests: 5000}, {Seconds: 300, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000}}},
 	}
 	r.Transient = Transient{Fork: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{25000})}, Stock: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{26000})}}
 	r.Churn = Churn{Fork: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 400, FailedLeft: 398}, Stock: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 2, Pending: 2}}
@@ -189,6 +191,8 @@ func TestMarkdown(t *testing.T) {
 		"## 1. Time to Failed", "## 2. Driver calls", "## 3. Storm", "## 4. Healthy path", "## 5. Transient", "## 6. Controller churn",
 		"| kubelet CPU seconds | 60.00 | 10.00 | 0.167 |",
 		"| seconds until all Failed | - | 40.0 |",
+		"| kubelet CPU seconds, second half of the window | 30.00 | 0.50 | 0.017 |",
+		"| kubelet API requests, second half of the window | 4000 | 50 | 0.013 |",
 		"not Failed within 5m0s",
 		"Command: `make bench`", "2 cores, 24.0 GiB",
 		"](" + TimeToFailedPlot + ")", "](" + DriverCallsPlot + ")",
@@ -204,7 +208,7 @@ func TestMarkdown(t *testing.T) {
 
 func TestPlotsAreSVG(t *testing.T) {
 	r := sample()
-	for name, svg := range map[string]string{"cdf": r.timeToFailedPlot(), "calls": r.driverCallsPlot(), "empty": (&Results{}).driverCallsPlot()} {
+	for name, svg := range map[string]string{"cdf": r.timeToFailedPlot(), "calls": r.driverCallsPlot(), "storm": r.stormCPUPlot(), "empty": (&Results{}).driverCallsPlot()} {
 		t.Run(name, func(t *testing.T) {
 			lines, err := svgLines([]byte(svg))
 			if err != nil {

@@ -188,6 +188,28 @@ func (r *Results) driverCallsPlot() string {
 	}.svg()
 }
 
+// stormCPUPlot is the kubelet's cumulative CPU time over the storm window,
+// stock and fork.
+func (r *Results) stormCPUPlot() string {
+	line := func(run StormRun, name, color string) series {
+		s := series{name: name, color: color, points: [][2]float64{{0, 0}}}
+		for _, sample := range run.Timeline {
+			s.points = append(s.points, [2]float64{sample.Seconds, sample.KubeletCPUSeconds})
+		}
+		return s
+	}
+	return chart{
+		title:  fmt.Sprintf("Kubelet CPU time, %d permanently failing pods created at once", r.Storm.Fork.Pods),
+		xLabel: "seconds since the first pod was created",
+		yLabel: "kubelet CPU seconds (user + system)",
+		xMax:   r.Storm.Fork.WindowSeconds,
+		series: []series{
+			line(r.Storm.Stock, "stock kubelet", stockColor),
+			line(r.Storm.Fork, "fork ("+gateName+")", forkColor),
+		},
+	}.svg()
+}
+
 // svgLines parses data as XML and returns how many lines (polylines) an
 // <svg> document holds.
 func svgLines(data []byte) (int, error) {

@@ -93,6 +93,11 @@ func (r *Results) Markdown() string {
 	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)
 	t.compare("driver unprepare calls", Number(s.Stock.UnprepareCalls), Number(s.Fork.UnprepareCalls), 0)
 	t.compare("kubelet Event writes", Number(s.Stock.KubeletEvents), Number(s.Fork.KubeletEvents), 0)
+	stockCPU, stockRequests := s.Stock.secondHalf()
+	forkCPU, forkRequests := s.Fork.secondHalf()
+	t.compare("kubelet CPU seconds, second half of the window", stockCPU, forkCPU, 2)
+	t.compare("kubelet API requests, second half of the window", stockRequests, forkRequests, 0)
+	fmt.Fprintf(&b, "\nThe second half of the window is the steady state: every pod has been admitted, the fork has failed its pods, and the stock kubelet keeps retrying.\n\n![Kubelet CPU over the storm window](%s)\n", StormCPUPlot)
 
 	h := r.Healthy
 	fmt.Fprintf(&b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))

@@ -246,6 +246,34 @@ type StormRun struct {
 	// KubeletEvents counts the kubelet's Event writes in the namespace
 	// (each Event's count: a repeated Event is one update each time).
 	KubeletEvents int `json:"kubeletEvents"`
+	// Timeline samples the kubelet's spending from the first create, ten
+	// times over the window.
+	Timeline []StormSample `json:"timeline"`
+}
+
+// StormSample is the kubelet's spending since the storm began.
+type StormSample struct {
+	Seconds            float64 `json:"seconds"`
+	Failed             int     `json:"failed"`
+	KubeletCPUSeconds  float64 `json:"kubeletCPUSeconds"`
+	KubeletAPIRequests float64 `json:"kubeletAPIRequests"`
+}
+
+// secondHalf returns the kubelet's CPU seconds and API requests in the
+// second half of the window (from the first sample at or after its middle to
+// the end): the steady state, once the pods have been admitted. NaN without
+// samples.
+func (r StormRun) secondHalf() (cpu, requests Number) {
+	if len(r.Timeline) < 2 {
+		return NaN, NaN
+	}
+	end := r.Timeline[len(r.Timeline)-1]
+	for _, s := range r.Timeline {
+		if s.Seconds >= r.WindowSeconds/2 && s != end {
+			return Number(end.KubeletCPUSeconds - s.KubeletCPUSeconds), Number(end.KubeletAPIRequests - s.KubeletAPIRequests)
+		}
+	}
+	return NaN, NaN
 }
 
 // Healthy is scenario 4.

@@ -29,6 +29,7 @@ const (
 	ReportFile       = "report.md"
 	TimeToFailedPlot = "time-to-failed-cdf.svg"
 	DriverCallsPlot  = "driver-calls.svg"
+	StormCPUPlot     = "storm-kubelet-cpu.svg"
 )
 
 // Run brings up a local cluster with the fork, runs every scenario on both
@@ -270,7 +271,7 @@ func CheckRun(dir string) error {
 			errs = append(errs, fmt.Errorf("%s has no section for scenario %d", ReportFile, n))
 		}
 	}
-	for _, plot := range []string{TimeToFailedPlot, DriverCallsPlot} {
+	for _, plot := range []string{TimeToFailedPlot, DriverCallsPlot, StormCPUPlot} {
 		data, err := os.ReadFile(filepath.Join(dir, plot))
 		if err == nil {
 			_, err = svgLines(data)
@@ -293,6 +294,7 @@ func (r *Results) Write(dir string) error {
 		ReportFile:       []byte(r.Markdown()),
 		TimeToFailedPlot: []byte(r.timeToFailedPlot()),
 		DriverCallsPlot:  []byte(r.driverCallsPlot()),
+		StormCPUPlot:     []byte(r.stormCPUPlot()),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {

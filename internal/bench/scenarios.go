@@ -5,6 +5,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -140,18 +141,33 @@ func (e *env) storm(ctx context.Context) (run StormRun, err error) {
 	if _, err := e.createPods(ctx, ns, "storm", e.sizes.StormPods); err != nil {
 		return run, err
 	}
-	if err := sleepReporting(ctx, start.Add(e.sizes.StormWindow), 30*time.Second, func() {
+	// The kubelet's spending over time: a failing pod costs the fork once,
+	// the stock kubelet at every retry.
+	var timeline []StormSample
+	sample := func() error {
+		now, err := e.sampleKubelet(ctx)
+		if err != nil {
+			return err
+		}
+		failed, _ := w.count(v1.PodFailed)
+		timeline = append(timeline, StormSample{Seconds: time.Since(start).Seconds(), Failed: failed,
+			KubeletCPUSeconds: now.cpuSeconds - before.cpuSeconds, KubeletAPIRequests: now.apiRequests - before.apiRequests})
+		return nil
+	}
+	var sampleErr error
+	if err := sleepReporting(ctx, start.Add(e.sizes.StormWindow), e.sizes.StormWindow/10, func() {
+		sampleErr = errors.Join(sampleErr, sample())
 		failed, seen := w.count(v1.PodFailed)
 		e.logf("storm on %s: %d of %d pods Failed", e.current, failed, seen)
 	}); err != nil {
 		return run, err
 	}
-	after, err := e.sampleKubelet(ctx)
-	if err != nil {
+	if err := errors.Join(sampleErr, sample()); err != nil {
 		return run, err
 	}
+	end := timeline[len(timeline)-1]
 	run = StormRun{Pods: e.sizes.StormPods, WindowSeconds: e.sizes.StormWindow.Seconds(), AllFailedSeconds: NaN,
-		KubeletCPUSeconds: after.cpuSeconds - before.cpuSeconds, KubeletAPIRequests: after.apiRequests - before.apiRequests}
+		KubeletCPUSeconds: end.KubeletCPUSeconds, KubeletAPIRequests: end.KubeletAPIRequests, Timeline: timeline}
 	var last time.Time
 	for _, name := range podNames("storm", e.sizes.StormPods) {
 		if t, ok := w.at(name, v1.PodFailed); ok {
