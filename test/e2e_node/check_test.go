@@ -102,6 +102,25 @@ func TestCheckTool(t *testing.T) {
 	}
 	args := []string{"-driver", d.Name(), "-socket", d.DRASocketPath(), ns + "/healthy", ns + "/permanent", ns + "/transient"}
 
+	// The text form, for people, on the first call: the transient claim
+	// fails once (demo/transient.yaml).
+	text, stderr, err := runCheck(t, args...)
+	if err != nil {
+		t.Fatalf("dra-failfast-check: %v\n%s%s", err, text, stderr)
+	}
+	t.Logf("dra-failfast-check output:\n%s", text)
+	for _, line := range []string{
+		"ResourceClaim " + ns + "/healthy", "the fork decides:   prepared:",
+		"ResourceClaim " + ns + "/permanent", "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent:",
+		"ResourceClaim " + ns + "/transient", "the fork decides:   transient:", "field 3 on the wire: none -> error_type absent (Unknown)",
+		"unprepared:         ok",
+	} {
+		if !strings.Contains(text, line) {
+			t.Errorf("text output lacks %q", line)
+		}
+	}
+
+	// JSON, on the second call: the transient claim's one failure is spent.
 	out, stderr, err := runCheck(t, append([]string{"-o", "json"}, args...)...)
 	if err != nil {
 		t.Fatalf("dra-failfast-check: %v\n%s%s", err, out, stderr)
@@ -113,7 +132,7 @@ func TestCheckTool(t *testing.T) {
 	want := map[string]struct{ decision, bytes, errorType string }{
 		"healthy":   {drivercheck.DecisionPrepared, "", "absent (Unknown)"},
 		"permanent": {drivercheck.DecisionPermanent, "1801", "Permanent"},
-		"transient": {drivercheck.DecisionTransient, "", "absent (Unknown)"},
+		"transient": {drivercheck.DecisionPrepared, "", "absent (Unknown)"},
 	}
 	if len(report.Claims) != len(want) {
 		t.Fatalf("%d claims reported, want %d: %+v", len(report.Claims), len(want), report)
@@ -127,37 +146,21 @@ func TestCheckTool(t *testing.T) {
 			t.Errorf("%s: error %q with CDI devices %v", c.Name, c.Error, c.CDIDevices)
 		}
 	}
-	// The driver saw exactly the kubelet's calls: one prepare, one
-	// unprepare per claim, and nothing stays prepared.
+	// The driver saw exactly the kubelet's calls: two checks, each one
+	// prepare and one unprepare per claim, and nothing stays prepared.
 	stats, err := d.Client.Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name := range want {
 		claim, ok := stats.Claim(ns, name)
-		if !ok || claim.PrepareCalls != 1 || claim.UnprepareCalls != 1 || claim.Prepared {
-			t.Errorf("driver's view of %s: %+v, want 1 prepare, 1 unprepare, not prepared", name, claim)
+		if !ok || claim.PrepareCalls != 2 || claim.UnprepareCalls != 2 || claim.Prepared {
+			t.Errorf("driver's view of %s: %+v, want 2 prepare, 2 unprepare, not prepared", name, claim)
 		}
 	}
 	for _, c := range report.Claims {
 		if _, err := os.Stat(testdriver.CDISpecPath(cluster.CDISpecDir(), d.Name(), types.UID(c.UID))); !os.IsNotExist(err) {
 			t.Errorf("%s: CDI spec left behind (stat: %v)", c.Name, err)
-		}
-	}
-
-	// The text form, for people: the transient claim now prepares (its one
-	// failure is spent).
-	text, stderr, err := runCheck(t, args...)
-	if err != nil {
-		t.Fatalf("dra-failfast-check: %v\n%s", err, stderr)
-	}
-	t.Logf("dra-failfast-check output:\n%s", text)
-	for _, line := range []string{
-		"ResourceClaim " + ns + "/permanent", "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent:",
-		"the fork decides:   prepared:", "unprepared:         ok",
-	} {
-		if !strings.Contains(text, line) {
-			t.Errorf("text output lacks %q", line)
 		}
 	}
 
