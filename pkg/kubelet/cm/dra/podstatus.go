@@ -111,7 +111,7 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 // condition's transition time, so that regenerating the status does not
 // change it).
 //
-// HoldBackTerminalStatus removes both again until the pod is terminal.
+// MergePodStatus removes both again until the pod is terminal.
 func UpdatePodStatus(status, old *v1.PodStatus) {
 	if !Enabled() {
 		return
@@ -147,14 +147,64 @@ const (
 	neverStartedMessage  = "The container never started: a DRA driver failed permanently to prepare the pod's resources"
 )
 
-// HoldBackTerminalStatus is called by the kubelet's status manager while it
-// holds back a pod's move to a terminal phase because the pod could still
-// have running containers or prepared claims (apiStatus is the status in the
-// API). It takes out what UpdatePodStatus added, the PodConditionType
-// condition and the never-started containers reported terminated, so that
-// they reach the API together with phase Failed and never before it, as
-// upstream does for the DisruptionTarget condition.
-func HoldBackTerminalStatus(status, apiStatus *v1.PodStatus) {
+// MergePodStatus is called by the kubelet's status manager on every status
+// it is about to publish, after upstream's merge (status: what will be sent,
+// apiStatus: what the API has). It keeps one invariant: phase Failed for a
+// permanent DRA driver failure and the PodConditionType condition reach the
+// API together, never one without the other.
+//
+//   - While upstream holds back the terminal phase (the pod could still have
+//     running containers or prepared claims), the condition and the
+//     never-started containers' terminated states are held back too
+//     (holdBackTerminalStatus), as upstream does for DisruptionTarget.
+//   - A status that is Failed for that reason but lacks the condition gets
+//     it. That is the minimal status kubelet.rejectPod caches: the status
+//     manager publishes statuses from a batch it captured earlier, so it can
+//     publish that one after the pod finished terminating, just before the
+//     full status that has the condition.
+//
+// It allocates nothing for pods it has nothing to do with.
+func MergePodStatus(status, apiStatus *v1.PodStatus) {
+	_, hasCondition := conditionIndex(status)
+	if status.Phase != v1.PodFailed {
+		if hasCondition || hasNeverStartedTerminated(status) {
+			holdBackTerminalStatus(status, apiStatus)
+		}
+		return
+	}
+	if !hasCondition && status.Reason == PodFailedReason && Enabled() {
+		status.Conditions = append(slices.Clone(status.Conditions), *podCondition(status))
+	}
+}
+
+func conditionIndex(status *v1.PodStatus) (int, bool) {
+	i := slices.IndexFunc(status.Conditions, func(c v1.PodCondition) bool { return c.Type == PodConditionType })
+	return i, i >= 0
+}
+
+// isNeverStartedTerminated tells whether c is a never-started container that
+// UpdatePodStatus reported terminated.
+func isNeverStartedTerminated(c *v1.ContainerStatus) bool {
+	t := c.State.Terminated
+	return t != nil && t.Reason == PodFailedReason && t.Message == neverStartedMessage
+}
+
+func hasNeverStartedTerminated(status *v1.PodStatus) bool {
+	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
+		for i := range statuses {
+			if isNeverStartedTerminated(&statuses[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holdBackTerminalStatus takes out what UpdatePodStatus added, the
+// PodConditionType condition and the never-started containers reported
+// terminated, while the terminal phase is held back (see MergePodStatus).
+// Containers get their state in the API back, or ContainerCreating.
+func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == PodConditionType })
 	// Copies: the caller's status shares its slices with the status cache.
 	status.InitContainerStatuses = slices.Clone(status.InitContainerStatuses)
@@ -165,7 +215,7 @@ func HoldBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	} {
 		for i := range pair.statuses {
 			c := &pair.statuses[i]
-			if t := c.State.Terminated; t == nil || t.Reason != PodFailedReason || t.Message != neverStartedMessage {
+			if !isNeverStartedTerminated(c) {
 				continue
 			}
 			c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}

@@ -309,7 +309,7 @@ func TestHoldBackTerminalStatus(t *testing.T) {
 	api := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app", Image: "api-image", State: creating}}}
 	cached := status // shares the slices, like the status manager's cache
 
-	HoldBackTerminalStatus(&status, &api)
+	holdBackTerminalStatus(&status, &api)
 
 	if len(cached.Conditions) != 2 || cached.ContainerStatuses[0].State.Terminated == nil {
 		t.Errorf("the cached status changed: %+v", cached)
@@ -365,4 +365,69 @@ func TestAddFeatureGateOrder(t *testing.T) {
 			t.Error("upstream's registration after ours succeeded; the ordering guard is no longer needed, drop it")
 		}
 	})
+}
+
+// MergePodStatus keeps phase Failed (for a DRA failure) and the condition
+// together in whatever status the status manager publishes.
+func TestMergePodStatus(t *testing.T) {
+	enableFeature(t, true) // for full(), which builds the table's statuses
+	rejected := func() v1.PodStatus {
+		return v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
+	}
+	full := func() v1.PodStatus {
+		status := v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}
+		old := rejected()
+		UpdatePodStatus(&status, &old)
+		return status
+	}
+	api := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}
+	for name, tc := range map[string]struct {
+		gate          bool
+		status        v1.PodStatus
+		wantCondition bool
+		wantPhase     v1.PodPhase
+	}{
+		// kubelet.rejectPod's minimal status, published late by the status
+		// manager after the pod finished terminating.
+		"rejected, published terminal": {gate: true, status: rejected(), wantCondition: true, wantPhase: v1.PodFailed},
+		"full, published terminal":     {gate: true, status: full(), wantCondition: true, wantPhase: v1.PodFailed},
+		"full, phase held back": {gate: true, wantPhase: v1.PodPending, status: func() v1.PodStatus {
+			s := full()
+			s.Phase, s.Reason, s.Message = api.Phase, api.Reason, api.Message // what upstream's hold-back does
+			return s
+		}()},
+		"another failure":      {gate: true, status: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, wantPhase: v1.PodFailed},
+		"running pod":          {gate: true, status: v1.PodStatus{Phase: v1.PodRunning}, wantPhase: v1.PodRunning},
+		"gate off, our reason": {gate: false, status: rejected(), wantPhase: v1.PodFailed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			enableFeature(t, tc.gate)
+			status := tc.status
+			MergePodStatus(&status, &api)
+			if _, has := conditionIndex(&status); has != tc.wantCondition {
+				t.Errorf("condition present %v, want %v: %+v", has, tc.wantCondition, status.Conditions)
+			}
+			if status.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", status.Phase, tc.wantPhase)
+			}
+			if status.Phase != v1.PodFailed && hasNeverStartedTerminated(&status) {
+				t.Errorf("never-started container reported terminated without phase Failed: %+v", status.ContainerStatuses)
+			}
+			if i, has := conditionIndex(&status); has && (status.Conditions[i].Status != v1.ConditionTrue || status.Conditions[i].Message != "Pod was rejected: boom") {
+				t.Errorf("condition %+v", status.Conditions[i])
+			}
+		})
+	}
+}
+
+// MergePodStatus runs on every status the kubelet publishes: for pods that
+// are not DRA failures it must not allocate.
+func TestMergePodStatusAllocatesNothingForOtherPods(t *testing.T) {
+	enableFeature(t, true)
+	status := v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+	api := status
+	if allocs := testing.AllocsPerRun(100, func() { MergePodStatus(&status, &api) }); allocs != 0 {
+		t.Errorf("%v allocations per call", allocs)
+	}
 }
