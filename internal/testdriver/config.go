@@ -50,9 +50,8 @@ const (
 )
 
 // BehaviorSpec holds every behavior field of a claim. It is the body of
-// PrepareBehavior (the opaque config) and of PUT /behavior (the namespace
-// override), and what e2eframework.Behavior sends, so that all of them have the
-// same fields.
+// PrepareBehavior (the opaque config, encoded by Parameters) and of PUT
+// /behavior (the namespace override), so that both have the same fields.
 type BehaviorSpec struct {
 	// Prepare defaults to Succeed.
 	Prepare Prepare `json:"prepare,omitempty"`
