@@ -5,7 +5,7 @@
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
-	verify-patches test-upstream update-patches test-e2e-race
+	verify-patches test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -50,6 +50,10 @@ verify-patches:
 
 test-upstream:
 	hack/test-upstream.sh $(PKGS)
+
+# Upstream's DRA node e2e suite against stock, fork gate off, fork gate on (about an hour).
+test-upstream-e2e:
+	hack/test-upstream-e2e.sh
 
 update-patches:
 	hack/update-patches.sh

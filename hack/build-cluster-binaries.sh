@@ -8,7 +8,8 @@
 #     KUBE_VERSION through this repo's go.mod (tool directives keep them in the module graph);
 #   - etcd: go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, same module graph;
 #   - containerd, containerd-shim-runc-v2, ctr: CONTAINERD_VERSION, installed with `go install`;
-#   - local-cluster (cmd/local-cluster), dra-test-driver, dra-failfast-demo, dra-failfast-bench, dra-failfast-check, test-workload (cmd/test-workload), imagepack (hack/imagepack);
+#   - local-cluster (cmd/local-cluster), dra-test-driver, dra-failfast-demo, dra-failfast-bench, dra-failfast-check,
+#     upstream-e2e, test-workload (cmd/test-workload), imagepack (hack/imagepack);
 #   - images: dra-failfast.local/{pause,workload}:v1 as OCI tarballs under _output/images;
 #   - runc and the CNI plugins from Debian (apt-get) when missing.
 # Everything is incremental: a second run takes seconds.
@@ -102,8 +103,9 @@ build_containerd() {
 }
 
 build_tools() {
-  log "building local-cluster imagepack dra-test-driver dra-failfast-demo dra-failfast-bench dra-failfast-check test-workload"
-  go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack ./cmd/dra-test-driver ./cmd/dra-failfast-demo ./cmd/dra-failfast-bench ./cmd/dra-failfast-check
+  log "building local-cluster imagepack dra-test-driver dra-failfast-demo dra-failfast-bench dra-failfast-check upstream-e2e test-workload"
+  go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack ./cmd/dra-test-driver ./cmd/dra-failfast-demo \
+    ./cmd/dra-failfast-bench ./cmd/dra-failfast-check ./cmd/upstream-e2e
   # The workload runs inside containers: static, no cgo.
   CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "${BIN_DIR}/test-workload" ./cmd/test-workload
 }

@@ -88,6 +88,18 @@ e2e_tests() {
   return "${rc}"
 }
 
+# upstream_e2e: the fork-gate-on run of make test-upstream-e2e; every spec that runs must pass.
+# Each spec counts as one test.
+upstream_e2e() {
+  local log="${results}/upstream-e2e.log" rc=0 line
+  UPSTREAM_E2E_RUNS=fork-gate-on hack/test-upstream-e2e.sh -out "${OUTPUT_DIR}/test/upstream-e2e" > "${log}" 2>&1 || rc=$?
+  line=$(grep -E '^tests: ' "${log}" || echo "tests: 0 passed, 1 failed")
+  passed=$((passed + $(sed -E 's/^tests: ([0-9]+) passed.*/\1/' <<<"${line}")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line}")))
+  grep -E '^\|' "${log}" || true
+  [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
+  return "${rc}"
+}
 # bench_smoke: make bench BENCH_MODE=smoke, so that the benchmark harness cannot rot. It checks
 # only what holds on any machine (fork pods Failed, one prepare and one unprepare per failing pod,
 # the report files parse); timings are reported, never asserted. Counts as one test.
@@ -111,9 +123,10 @@ run_stage() {
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
+    upstream-e2e) stage "upstream's DRA node e2e specs, fork with the gate on (hack/test-upstream-e2e.sh)" upstream_e2e ;;
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
     release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
-    *) die "unknown stage $1 (stages: verify unit build upstream e2e bench release)" ;;
+    *) die "unknown stage $1 (stages: verify unit build upstream e2e upstream-e2e bench release)" ;;
   esac
 }
 
@@ -128,7 +141,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream e2e bench release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream e2e upstream-e2e bench release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | bench | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

@@ -22,6 +22,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,8 +42,11 @@ type Options struct {
 	Name string
 	// Entrypoint is the image's entrypoint; default: the binary.
 	Entrypoint []string
-	// Env is the image's environment, NAME=VALUE.
+	// Env is the image's environment, NAME=VALUE. Default PATH=/ unless Env sets PATH.
 	Env []string
+	// Links are absolute paths in the image made symbolic links to the binary, for a
+	// multi-call binary such as busybox (/bin/sh, /bin/sleep, ...).
+	Links []string
 }
 
 type descriptor struct {
@@ -87,11 +91,12 @@ type index struct {
 
 func main() {
 	var opts Options
-	var entrypoint, env, output string
+	var entrypoint, env, links, output string
 	flag.StringVar(&opts.Binary, "binary", "", "static binary to pack (required)")
 	flag.StringVar(&opts.Name, "name", "", "image reference, e.g. dra-failfast.local/workload:v1 (required)")
 	flag.StringVar(&entrypoint, "entrypoint", "", "comma-separated entrypoint (default: /<binary name>)")
 	flag.StringVar(&env, "env", "", "comma-separated NAME=VALUE environment of the image")
+	flag.StringVar(&links, "links", "", "comma-separated absolute paths in the image to make symbolic links to the binary")
 	flag.StringVar(&output, "output", "", "tarball to write (required)")
 	flag.Parse()
 	if opts.Binary == "" || opts.Name == "" || output == "" || flag.NArg() != 0 {
@@ -103,6 +108,9 @@ func main() {
 	}
 	if env != "" {
 		opts.Env = strings.Split(env, ",")
+	}
+	if links != "" {
+		opts.Links = strings.Split(links, ",")
 	}
 	if err := writeFile(output, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "imagepack: %v\n", err)
@@ -142,7 +150,7 @@ func Pack(w io.Writer, opts Options) error {
 		return fmt.Errorf("%s is not an ELF binary", opts.Binary)
 	}
 	name := "/" + filepath.Base(opts.Binary)
-	layer, err := layerTar(name, bin)
+	layer, err := layerTar(name, bin, opts.Links)
 	if err != nil {
 		return err
 	}
@@ -154,7 +162,10 @@ func Pack(w io.Writer, opts Options) error {
 	if len(cfg.Config.Entrypoint) == 0 {
 		cfg.Config.Entrypoint = []string{name}
 	}
-	cfg.Config.Env = append([]string{"PATH=/"}, opts.Env...)
+	cfg.Config.Env = opts.Env
+	if !slices.ContainsFunc(opts.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+		cfg.Config.Env = append([]string{"PATH=/"}, opts.Env...)
+	}
 	cfg.Config.WorkingDir = "/"
 	cfg.RootFS.Type = "layers"
 	cfg.RootFS.DiffIDs = []string{digest(layer)}
@@ -218,8 +229,9 @@ func Pack(w io.Writer, opts Options) error {
 	return tw.Close()
 }
 
-// layerTar returns an uncompressed layer holding only the binary at name.
-func layerTar(name string, bin []byte) ([]byte, error) {
+// layerTar returns an uncompressed layer holding the binary at name and the symbolic links to
+// it, with their directories.
+func layerTar(name string, bin []byte, links []string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	if dir := path.Dir(name); dir != "/" {
@@ -227,6 +239,30 @@ func layerTar(name string, bin []byte) ([]byte, error) {
 	}
 	if err := writeTarFile(tw, strings.TrimPrefix(name, "/"), 0o755, bin); err != nil {
 		return nil, err
+	}
+	dirs := map[string]bool{"/": true}
+	for _, link := range links {
+		if !path.IsAbs(link) || path.Clean(link) != link || link == name {
+			return nil, fmt.Errorf("link %q: want a clean absolute path other than the binary's", link)
+		}
+		// Parent directories first, each once.
+		var missing []string
+		for dir := path.Dir(link); !dirs[dir]; dir = path.Dir(dir) {
+			missing = append(missing, dir)
+			dirs[dir] = true
+		}
+		for i := len(missing) - 1; i >= 0; i-- {
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(missing[i], "/") + "/", Mode: 0o755,
+				ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return nil, fmt.Errorf("writing %s: %w", missing[i], err)
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(link, "/"), Linkname: name, Mode: 0o777,
+			ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", link, err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err

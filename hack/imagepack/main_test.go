@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,55 @@ func TestPack(t *testing.T) {
 
 	if err := Pack(io.Discard, Options{Binary: exe, Name: "no-tag"}); err == nil {
 		t.Error("Pack accepted an image name without tag")
+	}
+}
+
+// TestPackLinks: a multi-call binary gets its links, their directories once each and before the
+// links, and an Env that sets PATH replaces the default one.
+func TestPackLinks(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Binary: exe, Name: "dra-failfast.local/test:v1", Links: []string{"/bin/sh", "/bin/sleep", "/usr/bin/env"},
+		Env: []string{"PATH=/bin:/usr/bin"}}
+	layer, err := layerTar("/"+filepath.Base(exe), nil, opts.Links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := hdr.Name
+		if hdr.Typeflag == tar.TypeSymlink {
+			entry += " -> " + hdr.Linkname
+		}
+		got = append(got, entry)
+	}
+	base := filepath.Base(exe)
+	want := []string{base, "bin/", "bin/sh -> /" + base, "bin/sleep -> /" + base, "usr/", "usr/bin/", "usr/bin/env -> /" + base}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("layer entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	var buf bytes.Buffer
+	if err := Pack(&buf, opts); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`"Env":["PATH=/bin:/usr/bin"]`)) {
+		t.Error("the image config does not have exactly the given PATH")
+	}
+
+	for _, bad := range []string{"bin/sh", "/bin/../sh", "/" + base} {
+		if _, err := layerTar("/"+base, nil, []string{bad}); err == nil {
+			t.Errorf("layerTar accepted link %q", bad)
+		}
 	}
 }

@@ -464,7 +464,7 @@ func (c *Cluster) prepare() error {
 	if err := writeKubeconfigs(p); err != nil {
 		return err
 	}
-	if err := writeFile(p.containerdConfig(), []byte(containerdConfig(p)), 0o644); err != nil {
+	if err := writeFile(p.containerdConfig(), []byte(containerdConfig(p, p.cdiDir())), 0o644); err != nil {
 		return err
 	}
 	conflist, err := cniConfList(p)

@@ -57,8 +57,8 @@ func writeKubeconfigs(p paths) error {
 }
 
 // containerdConfig is containerd's config (version 3): every path under the state directory,
-// CDI on with the state directory's cdi/, NRI off, the local pause image as sandbox image.
-func containerdConfig(p paths) string {
+// CDI on with the specs in cdiDir, NRI off, the local pause image as sandbox image.
+func containerdConfig(p paths, cdiDir string) string {
 	q := strconv.Quote
 	dir := p.containerdDir()
 	return strings.Join([]string{
@@ -87,7 +87,7 @@ func containerdConfig(p paths) string {
 		// The VM lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj.
 		`    restrict_oom_score_adj = true`,
 		`    enable_cdi = true`,
-		`    cdi_spec_dirs = [` + q(p.cdiDir()) + `]`,
+		`    cdi_spec_dirs = [` + q(cdiDir) + `]`,
 		`    netns_mounts_under_state_dir = true`,
 		`    [plugins.'io.containerd.cri.v1.runtime'.containerd]`,
 		`      default_runtime_name = "runc"`,

@@ -75,7 +75,7 @@ func TestWriteConfigs(t *testing.T) {
 		t.Errorf("admin kubeconfig: host %q, %d bytes of cert, %d of CA", rc.Host, len(rc.CertData), len(rc.CAData))
 	}
 
-	conf := containerdConfig(p)
+	conf := containerdConfig(p, p.cdiDir())
 	for _, want := range []string{"restrict_oom_score_adj = true", "netns_mounts_under_state_dir = true",
 		`sandbox = "` + PauseImage + `"`, `cdi_spec_dirs = ["` + p.cdiDir() + `"]`, "disable = true"} {
 		if !strings.Contains(conf, want) {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# make test-upstream-e2e: upstream's own DRA node e2e specs (test/e2e_node of the pristine
+# KUBE_VERSION tree) against the stock kubelet and the fork with DRAHandlePermanentDriverFailures
+# off and on, compared spec by spec (cmd/upstream-e2e); with the gate on, also the patch series'
+# own KEP-5322 spec (test/e2e_node/dra_failfast_test.go in staging-patches/). Needs root; never
+# run it while a local cluster is up (same ports, same /var/lib/kubelet).
+#   1. builds what make demo builds (hack/build.sh), and upstream's e2e_node.test twice with
+#      upstream's build tags: from the pristine tree and from the patched tree;
+#   2. packs the busybox image the specs run, under the name the suite expects (printed by
+#      upstream-e2e -busybox-image-name), from Debian's busybox-static;
+#   3. runs cmd/upstream-e2e, which prints the three-way table and writes
+#      ${OUTPUT_DIR}/upstream-e2e/<timestamp>/report.md and results.json.
+# UPSTREAM_E2E_RUNS=stock,fork-gate-off,fork-gate-on (default) picks the runs; make test runs
+# fork-gate-on alone. Extra arguments go to upstream-e2e, e.g. -focus REGEXP for a quick check.
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
+
+[ "$(id -u)" -eq 0 ] || die "run as root: the suite runs a real kubelet and containerd (like make demo)"
+"${REPO_ROOT}/hack/build.sh"
+
+E2E_BIN_DIR="${OUTPUT_DIR}/upstream-e2e/bin"
+mkdir -p "${E2E_BIN_DIR}"
+with_tree_lock ensure_pristine
+with_tree_lock ensure_patched
+with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
+
+# build_e2e_node TREE WORKSPACE OUT: upstream's node e2e test binary, with the tags of its
+# release build (hack/make-rules/test-e2e-node.sh builds it the same way).
+build_e2e_node() {
+  (cd "$1" && GOWORK="$2" GOFLAGS=-buildvcs=false \
+    go test -c -trimpath -tags selinux,notest,grpcnotrace -o "$3" ./test/e2e_node)
+}
+timed "e2e_node.test (pristine tree)" \
+  build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"
+timed "e2e_node.test (patched tree, with the series' own spec)" \
+  build_e2e_node "${PATCHED_TREE}" "${PATCHED_WORK}" "${E2E_BIN_DIR}/e2e_node-patched.test"
+
+# The specs' only image: busybox, with every applet linked into /bin as in the real image.
+if [ ! -x /bin/busybox ]; then
+  log "installing Debian's busybox-static"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >/dev/null
+fi
+busybox_image=$("${BIN_DIR}/upstream-e2e" -busybox-image-name)
+"${BIN_DIR}/imagepack" --binary /bin/busybox --name "${busybox_image}" \
+  --links "$(/bin/busybox --list | sed 's|^|/bin/|' | paste -sd, -)" \
+  --env PATH=/bin --entrypoint /bin/sh --output "${OUTPUT_DIR}/images/busybox.tar"
+log "packed ${busybox_image} from /bin/busybox ($(/bin/busybox | head -n1))"
+
+cd "${REPO_ROOT}" || exit 1
+exec "${BIN_DIR}/upstream-e2e" \
+  -e2e-binary "${E2E_BIN_DIR}/e2e_node.test" \
+  -own-e2e-binary "${E2E_BIN_DIR}/e2e_node-patched.test" \
+  -kubelet-config "${PRISTINE_TREE}/test/e2e_node/jenkins/default-kubelet-config.yaml" \
+  -image "${OUTPUT_DIR}/images/busybox.tar" \
+  -runs "${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on}" "$@"

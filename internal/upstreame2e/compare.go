@@ -1,0 +1,299 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package upstreame2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Counts summarises a run's specs.
+type Counts struct {
+	Run, Passed, Failed, Skipped, SkippedHere int
+}
+
+func count(specs []SpecResult) Counts {
+	var c Counts
+	for _, s := range specs {
+		switch s.State {
+		case Passed:
+			c.Run++
+			c.Passed++
+		case Failed:
+			c.Run++
+			c.Failed++
+		case Skipped:
+			c.Skipped++
+		case SkippedHere:
+			c.SkippedHere++
+		}
+	}
+	return c
+}
+
+// Differences compares every run with the stock one spec by spec and returns one line per
+// spec whose state differs or that only one of them has. Without a stock run it returns nil.
+func Differences(runs []Run) []string {
+	i := slices.IndexFunc(runs, func(r Run) bool { return r.Kubelet == stockRun })
+	if i < 0 {
+		return nil
+	}
+	stock := runs[i]
+	base := states(stock.Specs)
+	var diffs []string
+	for _, r := range runs {
+		if r.Kubelet == stockRun {
+			continue
+		}
+		other := states(r.Specs)
+		names := map[string]bool{}
+		for name := range base {
+			names[name] = true
+		}
+		for name := range other {
+			names[name] = true
+		}
+		sorted := make([]string, 0, len(names))
+		for name := range names {
+			sorted = append(sorted, name)
+		}
+		sort.Strings(sorted)
+		for _, name := range sorted {
+			b, o := base[name], other[name]
+			if b != o {
+				diffs = append(diffs, fmt.Sprintf("%s: %s %s, %s %s", name, stock.Kubelet, orNone(b), r.Kubelet, orNone(o)))
+			}
+		}
+	}
+	return diffs
+}
+
+func states(specs []SpecResult) map[string]State {
+	m := make(map[string]State, len(specs))
+	for _, s := range specs {
+		m[s.Name] = s.State
+	}
+	return m
+}
+
+func orNone(s State) State {
+	if s == "" {
+		return "absent"
+	}
+	return s
+}
+
+// Verdict returns nil when every run completed, at least one spec ran in each, every own spec
+// passed, and the fork agrees with stock spec by spec; without a stock run to compare with
+// (make test runs fork-gate-on alone), every spec that ran must pass.
+func Verdict(runs []Run) error {
+	var errs []error
+	withStock := slices.ContainsFunc(runs, func(r Run) bool { return r.Kubelet == stockRun })
+	for _, r := range runs {
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", r.Kubelet, r.Error))
+		}
+		if len(r.SuiteFailures) > 0 {
+			errs = append(errs, fmt.Errorf("%s: suite failures: %s", r.Kubelet, strings.Join(r.SuiteFailures, "; ")))
+		}
+		if count(r.Specs).Run == 0 && r.Error == "" {
+			errs = append(errs, fmt.Errorf("%s: no spec ran", r.Kubelet))
+		}
+		for _, s := range r.Specs {
+			if s.State == Failed && !withStock {
+				errs = append(errs, fmt.Errorf("%s: %s: %s (no stock run to compare with: every spec must pass)", r.Kubelet, s.Name, s.Reason))
+			}
+		}
+		for _, s := range r.OwnSpecs {
+			if s.State != Passed {
+				errs = append(errs, fmt.Errorf("%s: own spec %s: %s %s", r.Kubelet, s.Name, s.State, s.Reason))
+			}
+		}
+	}
+	for _, d := range Differences(runs) {
+		errs = append(errs, errors.New("differs from stock: "+d))
+	}
+	return errors.Join(errs...)
+}
+
+// Totals counts every spec that ran over all runs, own specs included, for make test's
+// "N passed, N failed" line.
+func Totals(runs []Run) (passed, failed int) {
+	for _, r := range runs {
+		c := count(append(append([]SpecResult{}, r.Specs...), r.OwnSpecs...))
+		passed += c.Passed
+		failed += c.Failed
+	}
+	return passed, failed
+}
+
+// Results is what results.json holds.
+type Results struct {
+	Started time.Time `json:"started"`
+	Focus   string    `json:"focus"`
+	Skip    string    `json:"skip"`
+	Skips   []Skip    `json:"skips"`
+	// Images are the images built for the specs, without their registry host.
+	Images   []string `json:"images"`
+	Runs     []Run    `json:"runs"`
+	WallTime string   `json:"wallTime"`
+}
+
+// Write writes results.json and report.md into dir.
+func (res Results) Write(dir string) error {
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(res.Markdown()), 0o644)
+}
+
+// Table is the three-way table: one row per kubelet.
+func (res Results) Table() string {
+	var b strings.Builder
+	b.WriteString("| kubelet | gates | specs run | passed | failed | skipped by the spec | skipped here | wall time |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Runs {
+		c := count(r.Specs)
+		gates := r.Gates
+		if gates == "" {
+			gates = "(defaults)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s |\n", r.Kubelet, gates, c.Run, c.Passed, c.Failed,
+			c.Skipped, c.SkippedHere, r.WallTime)
+	}
+	return b.String()
+}
+
+// Markdown is report.md: the table, the verdict, every spec's state per kubelet, the failures
+// with their first line, the skips with their reasons, the own spec.
+func (res Results) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Upstream's DRA node e2e suite: stock vs. fork\n\nStarted %s, %s in all. Focus `%s`. "+
+		"Images built here: %s (registry host omitted).\n\n",
+		res.Started.UTC().Format(time.RFC3339), res.WallTime, res.Focus, strings.Join(res.Images, ", "))
+	b.WriteString(res.Table())
+	b.WriteString("\n")
+	if err := Verdict(res.Runs); err != nil {
+		fmt.Fprintf(&b, "**Verdict: FAIL**\n\n```\n%v\n```\n\n", err)
+	} else {
+		b.WriteString("**Verdict: pass.** " + verdictText(res.Runs) + "\n\n")
+	}
+	for _, r := range res.Runs {
+		fmt.Fprintf(&b, "- %s: `%s`\n", r.Kubelet, r.Version)
+	}
+	b.WriteString("\n## Every spec\n\n| spec |")
+	for _, r := range res.Runs {
+		fmt.Fprintf(&b, " %s |", r.Kubelet)
+	}
+	b.WriteString("\n|---|")
+	for range res.Runs {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		for _, s := range r.Specs {
+			if !seen[s.Name] {
+				seen[s.Name] = true
+				names = append(names, s.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, "| %s |", strings.ReplaceAll(name, "|", "\\|"))
+		for _, r := range res.Runs {
+			cell := "absent"
+			for _, s := range r.Specs {
+				if s.Name == name {
+					cell = string(s.State)
+					if s.State == Passed || s.State == Failed {
+						cell += fmt.Sprintf(" (%.0fs)", s.Duration.Seconds())
+					}
+				}
+			}
+			fmt.Fprintf(&b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+
+	b.WriteString("\n## Failures\n\n")
+	any := false
+	for _, r := range res.Runs {
+		for _, s := range append(append([]SpecResult{}, r.Specs...), r.OwnSpecs...) {
+			if s.State == Failed {
+				any = true
+				fmt.Fprintf(&b, "- %s: %s\n  - %s (%s)\n", r.Kubelet, s.Name, s.Reason, s.Location)
+			}
+		}
+		for _, f := range r.SuiteFailures {
+			any = true
+			fmt.Fprintf(&b, "- %s: suite: %s\n", r.Kubelet, f)
+		}
+		if r.Error != "" {
+			any = true
+			fmt.Fprintf(&b, "- %s: run error: %s\n", r.Kubelet, r.Error)
+		}
+	}
+	if !any {
+		b.WriteString("None.\n")
+	}
+
+	b.WriteString("\n## Skipped here, for all kubelets\n\n")
+	for _, s := range res.Skips {
+		fmt.Fprintf(&b, "- %s: %s\n", s.Spec, s.Reason)
+	}
+	b.WriteString("\n## Skipped by the spec itself\n\n")
+	skippedBySpec := map[string]string{}
+	for _, r := range res.Runs {
+		for _, s := range r.Specs {
+			if s.State == Skipped {
+				skippedBySpec[s.Name] = s.Reason
+			}
+		}
+	}
+	if len(skippedBySpec) == 0 {
+		b.WriteString("None.\n")
+	}
+	for _, name := range sortedKeys(skippedBySpec) {
+		fmt.Fprintf(&b, "- %s: %s\n", name, skippedBySpec[name])
+	}
+
+	b.WriteString("\n## The patch series' own spec (patched test binary, focus `" + OwnSpecFocus + "`)\n\n")
+	for _, r := range res.Runs {
+		for _, s := range r.OwnSpecs {
+			fmt.Fprintf(&b, "- %s: %s: **%s** (%.0fs)\n", r.Kubelet, s.Name, s.State, s.Duration.Seconds())
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// verdictText says what a passing verdict means for these runs.
+func verdictText(runs []Run) string {
+	if slices.ContainsFunc(runs, func(r Run) bool { return r.Kubelet == stockRun }) && len(runs) > 1 {
+		return "The fork agrees with stock spec by spec."
+	}
+	return "Every spec that ran passed."
+}

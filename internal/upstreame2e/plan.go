@@ -1,0 +1,99 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package upstreame2e runs upstream Kubernetes' own node e2e suite (test/e2e_node, built from
+// the pristine v1.37.1 tree) against the stock kubelet and against the dra-failfast kubelet
+// with its gate off and on, on this machine, and compares the results spec by spec: parity
+// proven by tests no one here wrote. The suite starts its own etcd, API server and kubelet;
+// this package gives it a container runtime (localcluster.StartRuntime) and the images it
+// needs, hides systemd from it, and reads its Ginkgo JSON report.
+package upstreame2e
+
+import (
+	"regexp"
+	"strings"
+
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// Focus selects upstream's DRA node specs: those of test/e2e_node/dra_test.go and the DRA specs
+// of test/e2e/common/node that the node suite includes.
+const Focus = `\[Feature:DynamicResourceAllocation\]`
+
+// OwnSpecFocus selects the KEP-5322 specs that the patch series adds to test/e2e_node.
+const OwnSpecFocus = `\[FeatureGate:` + string(failfastdra.DRAHandlePermanentDriverFailures) + `\]`
+
+// Skip is a group of specs that cannot run on this machine, with the reason. Skips apply to
+// every kubelet alike, so they never hide a difference.
+type Skip struct {
+	// Spec is a part of the specs' full text (containers and leaf), matched literally.
+	Spec   string `json:"spec"`
+	Reason string `json:"reason"`
+}
+
+// noSystemd is why the kubelet-restart specs cannot run here.
+const noSystemd = "restarts the kubelet with `sudo systemctl`; this machine has no systemd as PID 1, " +
+	"so the suite starts the kubelet as a plain process it cannot restart"
+
+// Skips are the specs skipped for all three kubelets.
+var Skips = []Skip{
+	{"must register after Kubelet restart", noSystemd},
+	{"must recover and register after registration failure", noSystemd},
+	{"must recover and register after NotifyRegistrationStatus failure", noSystemd},
+	{"must process pod created when kubelet is not running", noSystemd},
+	{"must retry NodePrepareResources after Kubelet restart", noSystemd},
+	{"must retry NodeUnprepareResources after Kubelet restart", noSystemd},
+	{"must call NodeUnprepareResources for deleted pod after Kubelet restart", noSystemd},
+	{"must not call NodePrepareResources for deleted pod after Kubelet restart", noSystemd},
+	{"must run pod if NodePrepareResources is in progress for one plugin when Kubelet restarts", noSystemd},
+	{"must call NodeUnprepareResources again if it's in progress for one plugin when Kubelet restarts", noSystemd},
+	{"must be removed on kubelet startup", noSystemd},
+	{"DRA Node Allocatable Resources", "test/e2e/common/node: needs the alpha DRANodeAllocatableResources gate " +
+		"(off by default) and deploys its driver as a ReplicaSet, which needs kube-controller-manager (the node " +
+		"suite runs none) and a driver image from a registry; it belongs to the cluster e2e suite"},
+}
+
+// SkipRegexp is the --ginkgo.skip expression of Skips: their texts, quoted.
+func SkipRegexp() string {
+	alts := make([]string, len(Skips))
+	for i, s := range Skips {
+		alts[i] = regexp.QuoteMeta(s.Spec)
+	}
+	return strings.Join(alts, "|")
+}
+
+// skipReason returns the reason when the spec with this full text is in Skips.
+func skipReason(name string) (string, bool) {
+	for _, s := range Skips {
+		if strings.Contains(name, s.Spec) {
+			return s.Reason, true
+		}
+	}
+	return "", false
+}
+
+// Kubelet is one of the kubelets the suite runs against.
+type Kubelet struct {
+	// Name names the run in reports: stock, fork-gate-off, fork-gate-on.
+	Name string
+	// Path is the kubelet binary.
+	Path string
+	// FeatureGates go to the kubelet only (through --kubelet-flags): upstream's test binary
+	// does not know the fork's gate, so they cannot go through the suite's --feature-gates.
+	FeatureGates map[string]bool
+	// OwnSpec: also run the patch series' own spec (OwnSpecFocus) with the patched test binary.
+	OwnSpec bool
+}
+
+// stockRun names the run the others are compared with.
+const stockRun = "stock"
+
+// Kubelets are the three runs of make test-upstream-e2e, in order.
+func Kubelets(stock, fork string) []Kubelet {
+	gate := string(failfastdra.DRAHandlePermanentDriverFailures)
+	return []Kubelet{
+		{Name: stockRun, Path: stock},
+		{Name: "fork-gate-off", Path: fork, FeatureGates: map[string]bool{gate: false}},
+		{Name: "fork-gate-on", Path: fork, FeatureGates: map[string]bool{gate: true}, OwnSpec: true},
+	}
+}

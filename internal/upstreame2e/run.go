@@ -1,0 +1,314 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package upstreame2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+)
+
+// Config is what every run of the suite shares.
+type Config struct {
+	// TestBinary is upstream's e2e_node.test built from the pristine tree.
+	TestBinary string
+	// OwnTestBinary is e2e_node.test built from the patched tree, which holds the series' own
+	// spec; used for Kubelet.OwnSpec.
+	OwnTestBinary string
+	// KubeletConfig is upstream's base KubeletConfiguration for the suite
+	// (test/e2e_node/jenkins/default-kubelet-config.yaml of the pristine tree).
+	KubeletConfig string
+	// Images are the image tarballs the specs need (busybox), imported into containerd.
+	Images []string
+	// BinDir holds containerd, its shim and ctr.
+	BinDir string
+	// WorkDir holds the state of the run in progress (removed after each run but its logs).
+	WorkDir string
+	// OutDir receives one directory per run: the suite's output, its report and the kubelet log.
+	OutDir string
+	// Focus selects the upstream specs (default: Focus).
+	Focus string
+	// Timeout bounds each run of the test binary.
+	Timeout time.Duration
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Run is the result of one kubelet.
+type Run struct {
+	Kubelet  string        `json:"kubelet"`
+	Version  string        `json:"version"`
+	Gates    string        `json:"gates,omitempty"`
+	WallTime time.Duration `json:"wallTime"`
+	Specs    []SpecResult  `json:"specs"`
+	// OwnSpecs are the patch series' own specs (Kubelet.OwnSpec), run with the patched binary.
+	OwnSpecs []SpecResult `json:"ownSpecs,omitempty"`
+	// SuiteFailures are failures outside specs (BeforeSuite: system validation, services).
+	SuiteFailures []string `json:"suiteFailures,omitempty"`
+	// Error: the run could not be completed (no report, runtime did not start or stop clean).
+	Error string `json:"error,omitempty"`
+}
+
+// RunKubelet runs the DRA specs of the upstream binary against k, then, for k.OwnSpec, the
+// patch series' own spec with the patched binary: each in a fresh container runtime.
+func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
+	start := time.Now()
+	run := Run{Kubelet: k.Name, Gates: gatesFlag(k.FeatureGates)}
+	if out, err := exec.CommandContext(ctx, k.Path, "--version").Output(); err == nil {
+		run.Version = strings.TrimSpace(string(out))
+	}
+	var errs []error
+	focus := cfg.Focus
+	if focus == "" {
+		focus = Focus
+	}
+	specs, suite, err := runSuite(ctx, cfg, k, cfg.TestBinary, focus, filepath.Join(cfg.OutDir, k.Name))
+	run.Specs, run.SuiteFailures = specs, suite
+	errs = append(errs, err)
+	if k.OwnSpec && err == nil {
+		own, suite, err := runSuite(ctx, cfg, k, cfg.OwnTestBinary, OwnSpecFocus, filepath.Join(cfg.OutDir, k.Name+"-own-spec"))
+		run.OwnSpecs = own
+		run.SuiteFailures = append(run.SuiteFailures, suite...)
+		errs = append(errs, err)
+		if err == nil && len(own) == 0 {
+			errs = append(errs, fmt.Errorf("the patched test binary %s has no spec matching %s", cfg.OwnTestBinary, OwnSpecFocus))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		run.Error = err.Error()
+	}
+	run.WallTime = time.Since(start).Round(time.Second)
+	return run
+}
+
+// runSuite runs binary once with focus against k and returns the focused specs' results.
+// outDir receives suite.log (the binary's output), the suite's report directory (report.json,
+// kubelet.log, the in-process services' log) and containerd's log.
+func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir string) ([]SpecResult, []string, error) {
+	focusRE, err := regexp.Compile(focus)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.RemoveAll(outDir); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	logf(cfg.Log, "%s: starting containerd", k.Name)
+	rt, err := localcluster.StartRuntime(ctx, localcluster.RuntimeConfig{
+		StateDir: cfg.WorkDir,
+		BinDir:   cfg.BinDir,
+		// Hard-coded in upstream's DRA specs (cdiDir in test/e2e_node/dra_test.go).
+		CDISpecDir: "/var/run/cdi",
+		Images:     cfg.Images,
+		Progress:   cfg.Log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	suiteErr := runBinary(ctx, cfg, k, binary, focus, rt.Endpoint(), outDir)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	stopErr := rt.Stop(stopCtx)
+	if stopErr != nil {
+		stopErr = fmt.Errorf("after the %s run: %w", k.Name, stopErr)
+	}
+	_ = copyFile(filepath.Join(rt.LogDir(), "containerd.log"), filepath.Join(outDir, "containerd.log"))
+
+	specs, suiteFailures, err := parseReport(filepath.Join(outDir, "report", "ginkgo", "report.json"), focusRE)
+	if err != nil {
+		// No report: the binary's own error says why.
+		return nil, nil, errors.Join(fmt.Errorf("%s: %w", k.Name, err), suiteErr, stopErr)
+	}
+	// A failing spec makes the binary exit 1: that is a result, not an error of the run.
+	return specs, suiteFailures, stopErr
+}
+
+// runBinary runs one e2e_node.test with the kubelet k next to it, in a directory below the
+// runtime's state directory (the suite writes its kubeconfig and kubelet config to its working
+// directory; the kubelet's command line names them, so the runtime's teardown finds a kubelet
+// the suite left running).
+func runBinary(ctx context.Context, cfg Config, k Kubelet, binary, focus, endpoint, outDir string) error {
+	dir := filepath.Join(cfg.WorkDir, "suite")
+	binDir := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	// The suite finds the kubelet next to its own binary (test/e2e_node/builder: getK8sBin).
+	for name, target := range map[string]string{"e2e_node.test": binary, "kubelet": k.Path} {
+		abs, err := filepath.Abs(target)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(abs, filepath.Join(binDir, name)); err != nil {
+			return err
+		}
+	}
+	kubeletConfig, err := suiteKubeletConfig(cfg.KubeletConfig, dir)
+	if err != nil {
+		return err
+	}
+	path, err := pathWithout(filepath.Join(dir, "path"), os.Getenv("PATH"), "systemd-run", "systemctl")
+	if err != nil {
+		return err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--ginkgo.focus=" + focus,
+		"--ginkgo.skip=" + SkipRegexp(),
+		"--ginkgo.no-color",
+		"--ginkgo.v",
+		"--ginkgo.timeout=" + cfg.Timeout.String(),
+		"--report-dir=" + filepath.Join(outDir, "report"),
+		"--report-complete-ginkgo",
+		"--node-name=" + strings.ToLower(host),
+		"--container-runtime-endpoint=" + endpoint,
+		"--prepull-images=false",
+		"--kubelet-config-file=" + kubeletConfig,
+	}
+	for _, flag := range kubeletFlags(k) {
+		args = append(args, "--kubelet-flags="+flag)
+	}
+	if k.OwnSpec && binary == cfg.OwnTestBinary {
+		// The patched binary knows the fork's gate: its specs skip themselves unless it is on.
+		args = append(args, "--feature-gates="+gatesFlag(k.FeatureGates))
+	}
+	logf(cfg.Log, "%s: %s %s", k.Name, filepath.Base(binary), strings.Join(args, " "))
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+5*time.Minute)
+	defer cancel()
+	logFile, err := os.Create(filepath.Join(outDir, "suite.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "e2e_node.test"), args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(environWithout("KUBECONFIG", "PATH"), "PATH="+path)
+	// Its own process group, so that a timeout stops the services process it forks too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	start := time.Now()
+	err = cmd.Run()
+	logf(cfg.Log, "%s: %s exited after %s: %v", k.Name, filepath.Base(binary), time.Since(start).Round(time.Second), exitText(err))
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: the suite did not finish within %s", k.Name, cfg.Timeout+5*time.Minute)
+	}
+	return nil
+}
+
+// kubeletFlags are the kubelet flags of every run: the feature gates, and no moving of this
+// machine's processes into the cgroups the suite names (/kubelet, /system, /docker-daemon are
+// its VM images' layout; here they would take every process of the root cgroup).
+func kubeletFlags(k Kubelet) []string {
+	flags := []string{"--kubelet-cgroups=", "--system-cgroups=", "--runtime-cgroups="}
+	if len(k.FeatureGates) > 0 {
+		flags = append(flags, "--feature-gates="+gatesFlag(k.FeatureGates))
+	}
+	return flags
+}
+
+// suiteKubeletConfig writes upstream's base KubeletConfiguration plus what this machine needs
+// (cgroup v1, swap) into dir and returns its path.
+func suiteKubeletConfig(base, dir string) (string, error) {
+	data, err := os.ReadFile(base)
+	if err != nil {
+		return "", fmt.Errorf("upstream's kubelet configuration: %w", err)
+	}
+	data = append(data, []byte("\n# dra-failfast: this machine is a cgroup v1 host.\nfailCgroupV1: false\nfailSwapOn: false\n")...)
+	path := filepath.Join(dir, "kubelet-config.yaml")
+	return path, os.WriteFile(path, data, 0o644)
+}
+
+// pathWithout returns a PATH that finds none of hidden: the suite runs the kubelet as a
+// systemd unit whenever it finds systemd-run, and this machine has the tools but no systemd.
+// Directories holding one of them are mirrored into farm without them.
+func pathWithout(farm, path string, hidden ...string) (string, error) {
+	var out []string
+	for i, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return slices.Contains(hidden, e.Name()) }) {
+			out = append(out, dir)
+			continue
+		}
+		mirror := filepath.Join(farm, fmt.Sprint(i))
+		if err := os.MkdirAll(mirror, 0o755); err != nil {
+			return "", err
+		}
+		for _, e := range entries {
+			if slices.Contains(hidden, e.Name()) {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(mirror, e.Name())); err != nil {
+				return "", err
+			}
+		}
+		out = append(out, mirror)
+	}
+	return strings.Join(out, string(filepath.ListSeparator)), nil
+}
+
+func environWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func gatesFlag(gates map[string]bool) string {
+	var parts []string
+	for name, on := range gates {
+		parts = append(parts, fmt.Sprintf("%s=%t", name, on))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
+
+func logf(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, "upstream-e2e [%s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}

@@ -1,0 +1,246 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package upstreame2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A Ginkgo v2 JSON report as the e2e framework writes it, cut down to what parseReport reads
+// plus fields it must ignore.
+const sampleReport = `[{
+  "SuitePath": "/x", "SuiteDescription": "E2eNode Suite", "SuiteSucceeded": false, "RunTime": 1000,
+  "SpecReports": [
+    {"LeafNodeType": "SynchronizedBeforeSuite", "State": "passed", "RunTime": 5},
+    {"ContainerHierarchyTexts": ["[sig-node] [DRA] [Feature:DynamicResourceAllocation]", "Resource Kubelet Plugin"],
+     "LeafNodeType": "It", "LeafNodeText": "must run pod if NodePrepareResources fails and then succeeds [Serial]",
+     "State": "passed", "RunTime": 61000000000},
+    {"ContainerHierarchyTexts": ["[sig-node] [DRA] [Feature:DynamicResourceAllocation]", "Two resource Kubelet Plugins"],
+     "LeafNodeType": "It", "LeafNodeText": "must provide metrics [Serial]",
+     "State": "failed", "RunTime": 2000000000,
+     "Failure": {"Message": "Expected\n    <int>: 0\nto equal 1", "Location": {"FileName": "k8s.io/kubernetes/test/e2e_node/dra_test.go", "LineNumber": 650}}},
+    {"ContainerHierarchyTexts": ["[sig-node] [DRA] [Feature:DynamicResourceAllocation]", "Resource Health"],
+     "LeafNodeType": "It", "LeafNodeText": "should not add health status to Pod when feature gate is disabled",
+     "State": "skipped", "Failure": {"Message": "feature ResourceHealthStatus is enabled"}},
+    {"ContainerHierarchyTexts": ["[sig-node] [DRA] [Feature:DynamicResourceAllocation]", "Resource Kubelet Plugin"],
+     "LeafNodeType": "It", "LeafNodeText": "must register after Kubelet restart [Serial]", "State": "skipped"},
+    {"ContainerHierarchyTexts": ["[sig-node] DRA Node Allocatable Resources [Feature:DynamicResourceAllocation]"],
+     "LeafNodeType": "It", "LeafNodeText": "verifies cgroup settings", "State": "skipped"},
+    {"ContainerHierarchyTexts": ["[sig-node] Pods"], "LeafNodeType": "It", "LeafNodeText": "should be updated", "State": "skipped"},
+    {"LeafNodeType": "ReportAfterSuite", "LeafNodeText": "Kubernetes e2e JUnit report", "State": "failed",
+     "Failure": {"Message": "cannot write\nreport"}}
+  ]
+}]`
+
+func TestParseReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(sampleReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, suite, err := parseReport(path, regexp.MustCompile(Focus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]SpecResult{}
+	for _, s := range specs {
+		got[s.Name[strings.LastIndex(s.Name, "] ")+2:]] = s
+	}
+	for _, tc := range []struct {
+		leaf, reason, location string
+		state                  State
+	}{
+		{leaf: "Resource Kubelet Plugin must run pod if NodePrepareResources fails and then succeeds [Serial]", state: Passed},
+		{leaf: "Two resource Kubelet Plugins must provide metrics [Serial]", state: Failed,
+			reason: "failed: Expected", location: "test/e2e_node/dra_test.go:650"},
+		{leaf: "Resource Health should not add health status to Pod when feature gate is disabled", state: Skipped,
+			reason: "feature ResourceHealthStatus is enabled"},
+		{leaf: "Resource Kubelet Plugin must register after Kubelet restart [Serial]", state: SkippedHere, reason: noSystemd},
+		{leaf: "verifies cgroup settings", state: SkippedHere, reason: Skips[len(Skips)-1].Reason},
+	} {
+		s, ok := got[tc.leaf]
+		if !ok {
+			t.Errorf("%s: missing from %v", tc.leaf, specs)
+			continue
+		}
+		if s.State != tc.state || s.Reason != tc.reason || s.Location != tc.location {
+			t.Errorf("%s: got %s %q %q, want %s %q %q", tc.leaf, s.State, s.Reason, s.Location, tc.state, tc.reason, tc.location)
+		}
+	}
+	if len(specs) != 5 {
+		t.Errorf("got %d specs, want the 5 DRA ones: %v", len(specs), specs)
+	}
+	if got := got["Resource Kubelet Plugin must run pod if NodePrepareResources fails and then succeeds [Serial]"].Duration; got != 61*time.Second {
+		t.Errorf("duration %s, want 61s", got)
+	}
+	if len(suite) != 1 || suite[0] != "ReportAfterSuite failed: cannot write" {
+		t.Errorf("suite failures %q", suite)
+	}
+
+	if err := os.WriteFile(path, []byte(`{"not": "a list"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := parseReport(path, regexp.MustCompile(Focus)); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a malformed report gave %v, want an error naming it", err)
+	}
+}
+
+func TestSkipRegexp(t *testing.T) {
+	re := regexp.MustCompile(SkipRegexp())
+	for _, s := range Skips {
+		if !re.MatchString("[sig-node] [DRA] container " + s.Spec + " [Serial]") {
+			t.Errorf("the skip expression misses %q", s.Spec)
+		}
+	}
+	for _, spec := range []string{
+		"Resource Kubelet Plugin must call NodeUnprepareResources for deleted pod [Serial]",
+		"Resource Kubelet Plugin must run pod if NodePrepareResources fails and then succeeds",
+		"Two resource Kubelet Plugins must run pod if NodePrepareResources fails for one plugin and then succeeds",
+	} {
+		if re.MatchString(spec) {
+			t.Errorf("the skip expression matches %q, which runs here", spec)
+		}
+	}
+	if !regexp.MustCompile(OwnSpecFocus).MatchString("[sig-node] [DRA] [FeatureGate:DRAHandlePermanentDriverFailures] x") {
+		t.Error("OwnSpecFocus does not match the gate's label")
+	}
+}
+
+func run(name string, states map[string]State) Run {
+	r := Run{Kubelet: name}
+	for spec, state := range states {
+		r.Specs = append(r.Specs, SpecResult{Name: spec, State: state})
+	}
+	return r
+}
+
+func TestVerdict(t *testing.T) {
+	same := map[string]State{"a": Passed, "b": Failed, "c": SkippedHere}
+	for _, tc := range []struct {
+		name    string
+		runs    []Run
+		wantErr []string
+	}{
+		{name: "agree, a failure on all three included",
+			runs: []Run{run("stock", same), run("fork-gate-off", same), run("fork-gate-on", same)}},
+		{name: "a spec differs",
+			runs:    []Run{run("stock", same), run("fork-gate-on", map[string]State{"a": Failed, "b": Failed, "c": SkippedHere})},
+			wantErr: []string{"a: stock passed, fork-gate-on failed"}},
+		{name: "a spec missing",
+			runs:    []Run{run("stock", same), run("fork-gate-on", map[string]State{"a": Passed, "b": Failed})},
+			wantErr: []string{"c: stock skipped-here, fork-gate-on absent"}},
+		{name: "alone, a failure",
+			runs:    []Run{run("fork-gate-on", same)},
+			wantErr: []string{"fork-gate-on: b:", "every spec must pass"}},
+		{name: "alone, all pass",
+			runs: []Run{run("fork-gate-on", map[string]State{"a": Passed, "c": SkippedHere})}},
+		{name: "nothing ran",
+			runs:    []Run{run("stock", map[string]State{"c": SkippedHere})},
+			wantErr: []string{"stock: no spec ran"}},
+		{name: "own spec failed",
+			runs: []Run{run("stock", same), func() Run {
+				r := run("fork-gate-on", same)
+				r.OwnSpecs = []SpecResult{{Name: "own", State: Failed, Reason: "timedout"}}
+				return r
+			}()},
+			wantErr: []string{"own spec own: failed timedout"}},
+		{name: "run error and suite failure",
+			runs: []Run{func() Run {
+				r := run("stock", same)
+				r.Error, r.SuiteFailures = "no report", []string{"SynchronizedBeforeSuite failed: system validation"}
+				return r
+			}()},
+			wantErr: []string{"stock: no report", "system validation"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Verdict(tc.runs)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Verdict: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Verdict: nil, want %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Verdict: %v, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	res := Results{Focus: Focus, Skips: Skips, Runs: []Run{
+		{Kubelet: "stock", Version: "Kubernetes v1.37.1", WallTime: 90 * time.Second, Specs: []SpecResult{
+			{Name: "x must work", State: Passed, Duration: 3 * time.Second},
+			{Name: "x must fail", State: Failed, Reason: "failed: boom", Location: "test/e2e_node/dra_test.go:1"},
+		}},
+		{Kubelet: "fork-gate-on", Gates: "G=true", Specs: []SpecResult{
+			{Name: "x must work", State: Passed},
+			{Name: "x must fail", State: Failed, Reason: "failed: boom"},
+		}, OwnSpecs: []SpecResult{{Name: "own spec", State: Passed, Duration: 100 * time.Second}}},
+	}}
+	md := res.Markdown()
+	for _, want := range []string{
+		"| stock | (defaults) | 2 | 1 | 1 | 0 | 0 | 1m30s |",
+		"| fork-gate-on | G=true | 2 | 1 | 1 | 0 | 0 | 0s |",
+		"The fork agrees with stock spec by spec.",
+		"| x must work | passed (3s) | passed (0s) |",
+		"- stock: x must fail\n  - failed: boom (test/e2e_node/dra_test.go:1)",
+		"- fork-gate-on: own spec: **passed** (100s)",
+		"- must be removed on kubelet startup: " + noSystemd,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestPathWithout(t *testing.T) {
+	dir := t.TempDir()
+	withSystemd, plain, farm := filepath.Join(dir, "usr-bin"), filepath.Join(dir, "local-bin"), filepath.Join(dir, "farm")
+	for _, f := range []string{"usr-bin/systemd-run", "usr-bin/systemctl", "usr-bin/mount", "local-bin/go"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, err := pathWithout(farm, plain+":"+withSystemd+"::"+filepath.Join(dir, "missing"), "systemd-run", "systemctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", path)
+	if !strings.HasPrefix(path, plain+":") {
+		t.Errorf("PATH %s does not keep %s first", path, plain)
+	}
+	for name, wantFound := range map[string]bool{"systemd-run": false, "systemctl": false, "mount": true, "go": true} {
+		_, err := exec.LookPath(name)
+		if (err == nil) != wantFound {
+			t.Errorf("looking up %s in %s: %v, want found=%t", name, path, err, wantFound)
+		}
+	}
+}
+
+func TestKubeletFlags(t *testing.T) {
+	for _, k := range Kubelets("stock", "fork") {
+		flags := strings.Join(kubeletFlags(k), " ")
+		if !strings.Contains(flags, "--system-cgroups= ") {
+			t.Errorf("%s: flags %q keep the suite's /system cgroup", k.Name, flags)
+		}
+		hasGate := strings.Contains(flags, "DRAHandlePermanentDriverFailures=")
+		if hasGate != (k.Name != "stock") {
+			t.Errorf("%s: flags %q: the stock kubelet must get no fork gate (it would refuse to start), the fork an explicit one", k.Name, flags)
+		}
+	}
+}
