@@ -38,8 +38,10 @@ timed "e2e_node.test (pristine tree)" \
 timed "e2e_node.test (patched tree, with the series' own spec)" \
   build_e2e_node "${PATCHED_TREE}" "${PATCHED_WORK}" "${E2E_BIN_DIR}/e2e_node-patched.test"
 
-# The specs' only image: busybox, with every applet linked into /bin as in the real image.
-if [ ! -x /bin/busybox ]; then
+# The specs' only image: busybox, with every applet linked into /bin as in the real image. It
+# must be the static build: the image holds no C library (Debian's busybox package, dynamically
+# linked, installs the same /bin/busybox; busybox-static replaces it).
+if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'; then
   log "installing Debian's busybox-static"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >/dev/null
@@ -48,7 +50,7 @@ busybox_image=$("${BIN_DIR}/upstream-e2e" -busybox-image-name)
 "${BIN_DIR}/imagepack" --binary /bin/busybox --name "${busybox_image}" \
   --links "$(/bin/busybox --list | sed 's|^|/bin/|' | paste -sd, -)" \
   --env PATH=/bin --entrypoint /bin/sh --output "${OUTPUT_DIR}/images/busybox.tar"
-log "packed ${busybox_image} from /bin/busybox ($(/bin/busybox | head -n1))"
+log "packed busybox (${busybox_image#*/}, registry host omitted) from /bin/busybox ($(/bin/busybox | head -n1))"
 
 cd "${REPO_ROOT}" || exit 1
 exec "${BIN_DIR}/upstream-e2e" \

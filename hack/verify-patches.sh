@@ -25,11 +25,8 @@ done
 # The upstream diff stays small and rebase-friendly: at most MAX_NON_TEST_LINES added or removed
 # lines outside *_test.go files, over the whole series.
 MAX_NON_TEST_LINES=40
-non_test_lines=$(cat "${patches[@]}" /dev/null | awk '
-  /^diff --git / { test = ($3 ~ /_test\.go$/) }
-  /^(\+\+\+|---) / { next }
-  /^[+-]/ && !test { n++ }
-  END { print n + 0 }')
+non_test_lines=$(for patch in "${patches[@]}"; do git apply --numstat "${patch}"; done |
+  awk '$3 !~ /_test\.go$/ { n += $1 + $2 } END { print n + 0 }')
 [ "${non_test_lines}" -le "${MAX_NON_TEST_LINES}" ] ||
   die "the series changes ${non_test_lines} non-test upstream lines (at most ${MAX_NON_TEST_LINES})"
 log "${non_test_lines} non-test upstream lines changed (at most ${MAX_NON_TEST_LINES})"

@@ -54,7 +54,7 @@ func run() error {
 	flag.Func("image", "image tarball to import (repeatable)", func(s string) error { images = append(images, s); return nil })
 	stock := flag.String("stock-kubelet", filepath.Join(bin, "kubelet-stock"), "the stock kubelet")
 	fork := flag.String("fork-kubelet", filepath.Join(bin, "kubelet"), "the dra-failfast kubelet")
-	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on", "comma-separated runs, in order; the first is the baseline")
+	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on", "comma-separated runs, in order; the fork's runs are compared with the stock one")
 	dir := flag.String("out", "", "results directory (default <output>/upstream-e2e/<UTC timestamp>)")
 	focus := flag.String("focus", upstreame2e.Focus, "the specs to run (a narrower focus for a quick check; the comparison needs the default)")
 	timeout := flag.Duration("timeout", 45*time.Minute, "limit for each run of the suite")
@@ -66,7 +66,10 @@ func run() error {
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: the suite runs a real kubelet and containerd (like make demo)")
 	}
-	if *testBinary == "" || *kubeletConfig == "" || len(images) == 0 || flag.NArg() != 0 {
+	if flag.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *testBinary == "" || *kubeletConfig == "" || len(images) == 0 {
 		flag.Usage()
 		return errors.New("-e2e-binary, -kubelet-config and -image are required")
 	}

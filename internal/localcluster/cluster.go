@@ -387,7 +387,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.pr.step("containerd ready")
-	if err := c.importImages(ctx); err != nil {
+	if err := c.importImages(ctx, []string{filepath.Join(c.cfg.ImageDir, "pause.tar"), filepath.Join(c.cfg.ImageDir, "workload.tar")}); err != nil {
 		return err
 	}
 	c.pr.step("images imported: %s, %s", PauseImage, WorkloadImage)
@@ -464,14 +464,7 @@ func (c *Cluster) prepare() error {
 	if err := writeKubeconfigs(p); err != nil {
 		return err
 	}
-	if err := writeFile(p.containerdConfig(), []byte(containerdConfig(p, p.cdiDir())), 0o644); err != nil {
-		return err
-	}
-	conflist, err := cniConfList(p)
-	if err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(p.cniConfDir(), "10-"+CNINetworkName+".conflist"), conflist, 0o644); err != nil {
+	if err := writeRuntimeConfigs(p, p.cdiDir()); err != nil {
 		return err
 	}
 	c.pr.step("PKI, kubeconfigs and configs written")

@@ -105,6 +105,18 @@ func containerdConfig(p paths, cdiDir string) string {
 	}, "\n")
 }
 
+// writeRuntimeConfigs writes containerd's config (CDI specs in cdiDir) and the CNI network's.
+func writeRuntimeConfigs(p paths, cdiDir string) error {
+	if err := writeFile(p.containerdConfig(), []byte(containerdConfig(p, cdiDir)), 0o644); err != nil {
+		return err
+	}
+	conflist, err := cniConfList(p)
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(p.cniConfDir(), "10-"+CNINetworkName+".conflist"), conflist, 0o644)
+}
+
 // cniConfList is the pod network: a bridge with host-local IPAM, no masquerading (pods have no
 // business outside the node), IPAM state under the state directory.
 func cniConfList(p paths) ([]byte, error) {

@@ -190,3 +190,35 @@ func TestIssueServingCert(t *testing.T) {
 		t.Error("serving certificate valid for an address it was not issued for")
 	}
 }
+
+func TestRuntimeConfigDefaults(t *testing.T) {
+	if _, err := (RuntimeConfig{}).withDefaults(); err == nil {
+		t.Error("a runtime without state directory was accepted")
+	}
+	state := t.TempDir()
+	for _, tc := range []struct {
+		cdi, wantCDI string
+		wantOutside  bool
+	}{
+		{cdi: "", wantCDI: filepath.Join(state, "cdi"), wantOutside: false},
+		{cdi: "/var/run/cdi", wantCDI: "/var/run/cdi", wantOutside: true},
+		// A sibling whose name starts like the state directory is still outside.
+		{cdi: state + "-cdi", wantCDI: state + "-cdi", wantOutside: true},
+	} {
+		cfg, err := (RuntimeConfig{StateDir: state, BinDir: "bin", ImageDir: "images", CDISpecDir: tc.cdi}).withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &Runtime{cfg: cfg}
+		if cfg.CDISpecDir != tc.wantCDI || r.cdiOutside() != tc.wantOutside {
+			t.Errorf("CDISpecDir %q: got %q outside=%t, want %q outside=%t", tc.cdi, cfg.CDISpecDir, r.cdiOutside(), tc.wantCDI, tc.wantOutside)
+		}
+		if !filepath.IsAbs(cfg.BinDir) || cfg.Progress == nil {
+			t.Errorf("defaults not applied: %+v", cfg)
+		}
+		conf := containerdConfig(paths{state}, cfg.CDISpecDir)
+		if !strings.Contains(conf, `cdi_spec_dirs = ["`+tc.wantCDI+`"]`) {
+			t.Errorf("containerd config does not use CDI dir %s", tc.wantCDI)
+		}
+	}
+}

@@ -28,6 +28,9 @@ const (
 	roleKubelet           = "kubelet"
 	// roleShim is not started by us but by containerd, one per pod sandbox.
 	roleShim = "containerd-shim-runc-v2"
+	// roleUpstreamSuite is upstream's node e2e test binary (e2e_node.test and the services
+	// process it forks) run against a Runtime: it starts and restarts the kubelet.
+	roleUpstreamSuite = "e2e_node.test"
 )
 
 // daemon is a process started by this process.
@@ -132,6 +135,8 @@ func roleOf(argv []string) string {
 		return base
 	case strings.HasPrefix(base, "kubelet"):
 		return roleKubelet
+	case strings.HasPrefix(base, "e2e_node"):
+		return roleUpstreamSuite
 	}
 	return ""
 }

@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -22,16 +20,16 @@ import (
 // CDI, for a kubelet and control plane that something else starts (upstream's node e2e suite,
 // which runs its own API server and its own kubelet with root /var/lib/kubelet).
 type RuntimeConfig struct {
-	// StateDir holds containerd's config, root and state, the CNI config and logs/. Processes
-	// that name it in their command line count as the runtime's and are stopped with it: run
-	// the kubelet's user from a directory below it. Stop removes everything in it but logs/.
+	// StateDir holds containerd's config, root and state, the CNI config and logs/. A kubelet or
+	// an upstream e2e_node.test that names it in its command line counts as the runtime's and
+	// is stopped with it. Stop removes everything in it but logs/.
 	// Required.
 	StateDir string
 	// BinDir holds containerd, containerd-shim-runc-v2 and ctr. Default: <repo>/_output/bin.
 	BinDir string
 	// CDISpecDir is containerd's CDI spec directory. Default: <StateDir>/cdi. Outside StateDir
-	// it is created when missing, removed again when empty, and CDI specs left in it at Stop
-	// are reported as leaked.
+	// it must be empty or missing at the start (created then, and removed at Stop), and CDI specs
+	// left in it at Stop are reported as leaked, then removed.
 	CDISpecDir string
 	// Images are OCI image tarballs imported into containerd's CRI namespace; the sandbox
 	// image, <ImageDir>/pause.tar as PauseImage, is always imported.
@@ -56,9 +54,10 @@ type Runtime struct {
 
 // StartRuntime starts containerd as cfg describes and imports the images. Whatever a previous
 // runtime or cluster with the same state directory left behind is torn down first. It refuses
-// to start while another cluster holds the kubelet's or API server's ports, and while
-// /var/lib/kubelet holds anything: another kubelet's state there would change what the next
-// kubelet does (its DRA checkpoint, for one), and it is not ours to remove.
+// to start while another cluster holds the kubelet's or API server's ports, while
+// /var/lib/kubelet holds anything (another kubelet's state there would change what the next
+// kubelet does, its DRA checkpoint for one, and it is not ours to remove), and while a CDI
+// spec directory outside StateDir holds specs.
 func StartRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if os.Geteuid() != 0 {
 		return nil, errNotRoot
@@ -91,6 +90,12 @@ func StartRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if err := syscall.Rmdir(kubeletRootDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s is not empty: a kubelet ran here outside a local cluster; "+
 			"move it away, the next kubelet would start from its state (%w)", kubeletRootDir, err)
+	}
+	if r.cdiOutside() {
+		if specs := dirEntries(cfg.CDISpecDir); len(specs) > 0 {
+			return nil, fmt.Errorf("%s holds CDI specs (%s): the runtime's CDI directory must start empty, "+
+				"so that a spec left at the end is known to be the run's; move them away", cfg.CDISpecDir, strings.Join(specs, ", "))
+		}
 	}
 	r.created = missingOutsidePaths()
 	r.sysctls = readSysctls()
@@ -131,8 +136,11 @@ func (cfg RuntimeConfig) withDefaults() (RuntimeConfig, error) {
 		setDefault(&cfg.ImageDir, filepath.Join(out, "images"))
 	}
 	setDefault(&cfg.CDISpecDir, paths{cfg.StateDir}.cdiDir())
-	if cfg.CDISpecDir, err = filepath.Abs(cfg.CDISpecDir); err != nil {
-		return cfg, err
+	// Absolute: the daemons run in the state directory.
+	for _, dir := range []*string{&cfg.BinDir, &cfg.ImageDir, &cfg.CDISpecDir} {
+		if *dir, err = filepath.Abs(*dir); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.Progress == nil {
 		cfg.Progress = os.Stderr
@@ -162,14 +170,7 @@ func (r *Runtime) start(ctx context.Context) error {
 	if err := writeFile(p.stateFile(), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := writeFile(p.containerdConfig(), []byte(containerdConfig(p, r.cfg.CDISpecDir)), 0o644); err != nil {
-		return err
-	}
-	conflist, err := cniConfList(p)
-	if err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(p.cniConfDir(), "10-"+CNINetworkName+".conflist"), conflist, 0o644); err != nil {
+	if err := writeRuntimeConfigs(p, r.cfg.CDISpecDir); err != nil {
 		return err
 	}
 
@@ -181,12 +182,8 @@ func (r *Runtime) start(ctx context.Context) error {
 	if err := c.waitFor(ctx, r.containerd, 30*time.Second, c.containerdReady); err != nil {
 		return err
 	}
-	for _, image := range append([]string{r.pauseImage()}, r.cfg.Images...) {
-		cmd := exec.CommandContext(ctx, c.bin("ctr"), "--address", p.containerdSocket(), "--namespace", "k8s.io",
-			"images", "import", "--platform", "linux/"+runtime.GOARCH, image)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing %s into containerd: %v: %s", image, err, strings.TrimSpace(string(out)))
-		}
+	if err := c.importImages(ctx, append([]string{r.pauseImage()}, r.cfg.Images...)); err != nil {
+		return err
 	}
 	r.pr.step("containerd ready on %s, CDI specs in %s, %d images imported", r.Endpoint(), r.cfg.CDISpecDir,
 		1+len(r.cfg.Images))
@@ -210,15 +207,19 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if r.cdiOutside() {
-		if specs, _ := os.ReadDir(r.cfg.CDISpecDir); len(specs) > 0 {
-			var names []string
+		// The directory was empty at the start: what is in it now, a driver left behind.
+		if specs := dirEntries(r.cfg.CDISpecDir); len(specs) > 0 {
+			errs = append(errs, fmt.Errorf("CDI specs left in %s (a driver did not unprepare; removed): %s",
+				r.cfg.CDISpecDir, strings.Join(specs, ", ")))
 			for _, spec := range specs {
-				names = append(names, spec.Name())
+				if err := os.RemoveAll(filepath.Join(r.cfg.CDISpecDir, spec)); err != nil {
+					errs = append(errs, err)
+				}
 			}
-			errs = append(errs, fmt.Errorf("CDI specs left in %s: %s", r.cfg.CDISpecDir, strings.Join(names, ", ")))
-		} else if r.cdiCreated {
+		}
+		if r.cdiCreated {
 			if err := syscall.Rmdir(r.cfg.CDISpecDir); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("removing %s: %w", r.cfg.CDISpecDir, err))
 			}
 		}
 	}
@@ -227,4 +228,14 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	}
 	r.pr.step("container runtime stopped in %.1fs, nothing left", time.Since(start).Seconds())
 	return nil
+}
+
+// dirEntries returns the names in dir; none when it does not exist.
+func dirEntries(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names
 }

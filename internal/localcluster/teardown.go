@@ -72,7 +72,9 @@ func teardown(ctx context.Context, p paths, created []string, sysctls map[string
 		}
 		pr.step("stopped %s in %.1fs", strings.Join(roles, ", "), time.Since(start).Seconds())
 	}
-	// 1. The kubelet first, so that it does not restart what is stopped next.
+	// 1. Whatever would start a kubelet again (upstream's suite, run against a Runtime), then the
+	// kubelet, so that it does not restart what is stopped next.
+	stop(5*time.Second, roleUpstreamSuite)
 	stop(5*time.Second, roleKubelet)
 	// 2. The containers: everything in the pod cgroups, then the shims and containerd.
 	if n, err := killCgroupProcs(ctx); err != nil {

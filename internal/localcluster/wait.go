@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -82,10 +81,9 @@ func (c *Cluster) containerdReady(ctx context.Context) error {
 	return nil
 }
 
-// importImages imports the local images into containerd's k8s.io namespace (the CRI's).
-func (c *Cluster) importImages(ctx context.Context) error {
-	for _, name := range []string{"pause.tar", "workload.tar"} {
-		tarball := filepath.Join(c.cfg.ImageDir, name)
+// importImages imports image tarballs into containerd's k8s.io namespace (the CRI's).
+func (c *Cluster) importImages(ctx context.Context, tarballs []string) error {
+	for _, tarball := range tarballs {
 		cmd := exec.CommandContext(ctx, c.bin("ctr"), "--address", c.p.containerdSocket(), "--namespace", "k8s.io",
 			"images", "import", "--platform", "linux/"+runtime.GOARCH, tarball)
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -120,55 +120,61 @@ func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir 
 	if err != nil {
 		return nil, nil, err
 	}
-	suiteErr := runBinary(ctx, cfg, k, binary, focus, rt.Endpoint(), outDir)
+	exitErr, runErr := runBinary(ctx, cfg, k, binary, focus, rt.Endpoint(), outDir)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	stopErr := rt.Stop(stopCtx)
 	if stopErr != nil {
 		stopErr = fmt.Errorf("after the %s run: %w", k.Name, stopErr)
 	}
-	_ = copyFile(filepath.Join(rt.LogDir(), "containerd.log"), filepath.Join(outDir, "containerd.log"))
+	if err := copyFile(filepath.Join(rt.LogDir(), "containerd.log"), filepath.Join(outDir, "containerd.log")); err != nil {
+		logf(cfg.Log, "%s: keeping containerd's log: %v", k.Name, err)
+	}
+	if runErr != nil {
+		return nil, nil, errors.Join(runErr, stopErr)
+	}
 
 	specs, suiteFailures, err := parseReport(filepath.Join(outDir, "report", "ginkgo", "report.json"), focusRE)
 	if err != nil {
-		// No report: the binary's own error says why.
-		return nil, nil, errors.Join(fmt.Errorf("%s: %w", k.Name, err), suiteErr, stopErr)
+		return nil, nil, errors.Join(fmt.Errorf("%s: %w (%s exited: %v; its output: %s)", k.Name, err,
+			filepath.Base(binary), exitText(exitErr), filepath.Join(outDir, "suite.log")), stopErr)
 	}
-	// A failing spec makes the binary exit 1: that is a result, not an error of the run.
+	// With a report, a non-zero exit means failing specs: a result, not an error of the run.
 	return specs, suiteFailures, stopErr
 }
 
 // runBinary runs one e2e_node.test with the kubelet k next to it, in a directory below the
 // runtime's state directory (the suite writes its kubeconfig and kubelet config to its working
 // directory; the kubelet's command line names them, so the runtime's teardown finds a kubelet
-// the suite left running).
-func runBinary(ctx context.Context, cfg Config, k Kubelet, binary, focus, endpoint, outDir string) error {
+// the suite left running). It returns the binary's exit status, and an error when the binary
+// could not be run or did not finish.
+func runBinary(ctx context.Context, cfg Config, k Kubelet, binary, focus, endpoint, outDir string) (exitErr, err error) {
 	dir := filepath.Join(cfg.WorkDir, "suite")
 	binDir := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	// The suite finds the kubelet next to its own binary (test/e2e_node/builder: getK8sBin).
 	for name, target := range map[string]string{"e2e_node.test": binary, "kubelet": k.Path} {
 		abs, err := filepath.Abs(target)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.Symlink(abs, filepath.Join(binDir, name)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	kubeletConfig, err := suiteKubeletConfig(cfg.KubeletConfig, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	path, err := pathWithout(filepath.Join(dir, "path"), os.Getenv("PATH"), "systemd-run", "systemctl")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := []string{
 		"--ginkgo.focus=" + focus,
@@ -192,27 +198,36 @@ func runBinary(ctx context.Context, cfg Config, k Kubelet, binary, focus, endpoi
 	}
 	logf(cfg.Log, "%s: %s %s", k.Name, filepath.Base(binary), strings.Join(args, " "))
 
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+5*time.Minute)
+	limit := cfg.Timeout + 5*time.Minute
+	runCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	logFile, err := os.Create(filepath.Join(outDir, "suite.log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "e2e_node.test"), args...)
+	cmd := exec.CommandContext(runCtx, filepath.Join(binDir, "e2e_node.test"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(environWithout("KUBECONFIG", "PATH"), "PATH="+path)
-	// Its own process group, so that a timeout stops the services process it forks too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so that a timeout stops the services process it forks too; and
+	// killed with us (the runtime's teardown also finds it by its command line).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	start := time.Now()
-	err = cmd.Run()
-	logf(cfg.Log, "%s: %s exited after %s: %v", k.Name, filepath.Base(binary), time.Since(start).Round(time.Second), exitText(err))
-	if ctx.Err() != nil {
-		return fmt.Errorf("%s: the suite did not finish within %s", k.Name, cfg.Timeout+5*time.Minute)
+	exitErr = cmd.Run()
+	logf(cfg.Log, "%s: %s exited after %s: %v", k.Name, filepath.Base(binary), time.Since(start).Round(time.Second), exitText(exitErr))
+	switch {
+	case ctx.Err() != nil:
+		return exitErr, fmt.Errorf("%s: interrupted: %w", k.Name, ctx.Err())
+	case runCtx.Err() != nil:
+		return exitErr, fmt.Errorf("%s: the suite did not finish within %s (its output: %s)", k.Name, limit, logFile.Name())
 	}
-	return nil
+	var exit *exec.ExitError
+	if exitErr != nil && !errors.As(exitErr, &exit) {
+		return exitErr, fmt.Errorf("%s: running %s: %w", k.Name, binary, exitErr)
+	}
+	return exitErr, nil
 }
 
 // kubeletFlags are the kubelet flags of every run: the feature gates, and no moving of this

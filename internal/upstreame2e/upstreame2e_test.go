@@ -142,7 +142,13 @@ func TestVerdict(t *testing.T) {
 			runs: []Run{run("fork-gate-on", map[string]State{"a": Passed, "c": SkippedHere})}},
 		{name: "nothing ran",
 			runs:    []Run{run("stock", map[string]State{"c": SkippedHere})},
-			wantErr: []string{"stock: no spec ran"}},
+			wantErr: []string{"stock: no spec passed"}},
+		{name: "everything failed alike",
+			runs:    []Run{run("stock", map[string]State{"a": Failed}), run("fork-gate-on", map[string]State{"a": Failed})},
+			wantErr: []string{"stock: no spec passed", "fork-gate-on: no spec passed"}},
+		{name: "stock alone, a failure",
+			runs:    []Run{run("stock", same)},
+			wantErr: []string{"stock: b:", "every spec must pass"}},
 		{name: "own spec failed",
 			runs: []Run{run("stock", same), func() Run {
 				r := run("fork-gate-on", same)
