@@ -8,6 +8,7 @@
 //
 //	upstream-e2e -e2e-binary BIN -own-e2e-binary BIN -kubelet-config FILE -image TAR [-runs ...]
 //	upstream-e2e -busybox-image-name   # the image name the specs use, for hack/imagepack
+//	upstream-e2e -render DIR           # report.md, table and verdict again from DIR/results.json
 //
 // It writes <out>/results.json, report.md and one directory per run, prints the three-way
 // table, and exits 1 unless the fork agrees with stock on every spec (without a stock run:
@@ -57,11 +58,22 @@ func run() error {
 	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on", "comma-separated runs, in order; the fork's runs are compared with the stock one")
 	dir := flag.String("out", "", "results directory (default <output>/upstream-e2e/<UTC timestamp>)")
 	focus := flag.String("focus", upstreame2e.Focus, "the specs to run (a narrower focus for a quick check; the comparison needs the default)")
+	render := flag.String("render", "", "only write report.md again from the results.json in this directory, print the table and the verdict")
 	timeout := flag.Duration("timeout", 45*time.Minute, "limit for each run of the suite")
 	flag.Parse()
 	if *printImage {
 		fmt.Println(imageutils.GetE2EImage(imageutils.BusyBox))
 		return nil
+	}
+	if *render != "" {
+		res, err := upstreame2e.ReadResults(*render)
+		if err != nil {
+			return err
+		}
+		if err := res.Write(*render); err != nil {
+			return err
+		}
+		return summarize(res, *render)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: the suite runs a real kubelet and containerd (like make demo)")
@@ -126,8 +138,13 @@ func run() error {
 			return ctx.Err()
 		}
 	}
+	return summarize(res, *dir)
+}
+
+// summarize prints the table, the totals and the verdict.
+func summarize(res upstreame2e.Results, dir string) error {
 	fmt.Printf("\n%s\n", res.Table())
-	fmt.Printf("report: %s\n", filepath.Join(*dir, "report.md"))
+	fmt.Printf("report: %s\n", filepath.Join(dir, "report.md"))
 	passed, failed := upstreame2e.Totals(res.Runs)
 	fmt.Printf("tests: %d passed, %d failed\n", passed, failed)
 	if err := upstreame2e.Verdict(res.Runs); err != nil {

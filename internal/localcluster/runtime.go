@@ -28,8 +28,8 @@ type RuntimeConfig struct {
 	// BinDir holds containerd, containerd-shim-runc-v2 and ctr. Default: <repo>/_output/bin.
 	BinDir string
 	// CDISpecDir is containerd's CDI spec directory. Default: <StateDir>/cdi. Outside StateDir
-	// it must be empty or missing at the start (created then, and removed at Stop), and CDI specs
-	// left in it at Stop are reported as leaked, then removed.
+	// it must be empty or missing at the start (created then, and removed at Stop); CDI specs
+	// left in it at Stop are removed and listed by LeftCDISpecs.
 	CDISpecDir string
 	// Images are OCI image tarballs imported into containerd's CRI namespace; the sandbox
 	// image, <ImageDir>/pause.tar as PauseImage, is always imported.
@@ -50,6 +50,8 @@ type Runtime struct {
 	sysctls    map[string]string
 	pr         *progress
 	containerd *daemon
+	// leftCDISpecs are the CDI specs Stop found and removed.
+	leftCDISpecs []string
 }
 
 // StartRuntime starts containerd as cfg describes and imports the images. Whatever a previous
@@ -197,9 +199,10 @@ func (r *Runtime) Endpoint() string { return "unix://" + r.p.containerdSocket() 
 func (r *Runtime) LogDir() string { return r.p.logs() }
 
 // Stop stops every process that names the state directory (containerd, its shims, a kubelet
-// run from below it) and every container, then removes what the runtime and the kubelet left
-// on the host, as Cluster.Down does, and the state directory but its logs/. It returns an error naming whatever is left, CDI specs
-// in CDISpecDir included (a driver that did not unprepare).
+// or upstream suite run from below it) and every container, then removes what the runtime and
+// the kubelet left on the host, as Cluster.Down does, and the state directory but its logs/.
+// It returns an error naming whatever is left. CDI specs left in a CDISpecDir outside StateDir
+// are removed and listed by LeftCDISpecs, for the caller to judge.
 func (r *Runtime) Stop(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
@@ -207,14 +210,12 @@ func (r *Runtime) Stop(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if r.cdiOutside() {
-		// The directory was empty at the start: what is in it now, a driver left behind.
-		if specs := dirEntries(r.cfg.CDISpecDir); len(specs) > 0 {
-			errs = append(errs, fmt.Errorf("CDI specs left in %s (a driver did not unprepare; removed): %s",
-				r.cfg.CDISpecDir, strings.Join(specs, ", ")))
-			for _, spec := range specs {
-				if err := os.RemoveAll(filepath.Join(r.cfg.CDISpecDir, spec)); err != nil {
-					errs = append(errs, err)
-				}
+		// The directory was empty at the start: what is in it now, drivers left behind (claims
+		// never unprepared, or a driver stopped before it cleaned up).
+		r.leftCDISpecs = dirEntries(r.cfg.CDISpecDir)
+		for _, spec := range r.leftCDISpecs {
+			if err := os.RemoveAll(filepath.Join(r.cfg.CDISpecDir, spec)); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if r.cdiCreated {
@@ -226,9 +227,14 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	r.pr.step("container runtime stopped in %.1fs, nothing left", time.Since(start).Seconds())
+	r.pr.step("container runtime stopped in %.1fs, nothing left (%d CDI specs left by drivers, removed)",
+		time.Since(start).Seconds(), len(r.leftCDISpecs))
 	return nil
 }
+
+// LeftCDISpecs are the CDI specs that Stop found in a CDISpecDir outside StateDir and removed:
+// specs of claims that were never unprepared, or of a driver stopped before it cleaned up.
+func (r *Runtime) LeftCDISpecs() []string { return r.leftCDISpecs }
 
 // dirEntries returns the names in dir; none when it does not exist.
 func dirEntries(dir string) []string {

@@ -119,6 +119,18 @@ func Verdict(runs []Run) error {
 				errs = append(errs, fmt.Errorf("%s: own spec %s: %s %s", r.Kubelet, s.Name, s.State, s.Reason))
 			}
 		}
+		if r.OwnCDISpecsLeft > 0 {
+			errs = append(errs, fmt.Errorf("%s: the own specs left %d CDI specs behind (claims never unprepared)", r.Kubelet, r.OwnCDISpecsLeft))
+		}
+	}
+	if withStock {
+		stock := runs[slices.IndexFunc(runs, func(r Run) bool { return r.Kubelet == stockRun })]
+		for _, r := range runs {
+			if r.CDISpecsLeft > stock.CDISpecsLeft {
+				errs = append(errs, fmt.Errorf("%s left %d CDI specs behind, stock %d: claims the fork never unprepared",
+					r.Kubelet, r.CDISpecsLeft, stock.CDISpecsLeft))
+			}
+		}
 	}
 	for _, d := range Differences(runs) {
 		errs = append(errs, errors.New("differs from stock: "+d))
@@ -149,6 +161,19 @@ type Results struct {
 	WallTime string   `json:"wallTime"`
 }
 
+// ReadResults reads dir/results.json.
+func ReadResults(dir string) (Results, error) {
+	var res Results
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		return res, fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
+	}
+	return res, nil
+}
+
 // Write writes results.json and report.md into dir.
 func (res Results) Write(dir string) error {
 	data, err := json.MarshalIndent(res, "", "  ")
@@ -164,16 +189,20 @@ func (res Results) Write(dir string) error {
 // Table is the three-way table: one row per kubelet.
 func (res Results) Table() string {
 	var b strings.Builder
-	b.WriteString("| kubelet | gates | specs run | passed | failed | skipped by the spec | skipped here | wall time |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| kubelet | gates | specs run | passed | failed | skipped by the spec | skipped here | CDI specs left | own specs passed | wall time |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Runs {
 		c := count(r.Specs)
 		gates := r.Gates
 		if gates == "" {
 			gates = "(defaults)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s |\n", r.Kubelet, gates, c.Run, c.Passed, c.Failed,
-			c.Skipped, c.SkippedHere, r.WallTime)
+		own := "-"
+		if len(r.OwnSpecs) > 0 {
+			own = fmt.Sprintf("%d of %d", count(r.OwnSpecs).Passed, len(r.OwnSpecs))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", r.Kubelet, gates, c.Run, c.Passed, c.Failed,
+			c.Skipped, c.SkippedHere, r.CDISpecsLeft, own, r.WallTime)
 	}
 	return b.String()
 }
@@ -254,6 +283,9 @@ func (res Results) Markdown() string {
 		b.WriteString("None.\n")
 	}
 
+	b.WriteString("\n## CDI specs left\n\nThe runtime removes the CDI specs left in `/var/run/cdi` after each run and counts them. " +
+		"Upstream's test driver leaves the specs of claims it prepared when a spec stops it before the kubelet " +
+		"unprepared them; the fork must leave no more than stock, and the own specs none.\n")
 	b.WriteString("\n## Skipped here, for all kubelets\n\n")
 	for _, s := range res.Skips {
 		fmt.Fprintf(&b, "- %s: %s\n", s.Spec, s.Reason)

@@ -56,6 +56,12 @@ type Run struct {
 	Specs    []SpecResult  `json:"specs"`
 	// OwnSpecs are the patch series' own specs (Kubelet.OwnSpec), run with the patched binary.
 	OwnSpecs []SpecResult `json:"ownSpecs,omitempty"`
+	// CDISpecsLeft counts the CDI specs left in /var/run/cdi after the upstream specs (removed
+	// by the runtime): upstream's test driver leaves the specs of claims it prepared when a spec
+	// stops it before the kubelet unprepared them. Compared with stock's.
+	CDISpecsLeft int `json:"cdiSpecsLeft"`
+	// OwnCDISpecsLeft counts those left after the own specs: they must leave none.
+	OwnCDISpecsLeft int `json:"ownCdiSpecsLeft,omitempty"`
 	// SuiteFailures are failures outside specs (BeforeSuite: system validation, services).
 	SuiteFailures []string `json:"suiteFailures,omitempty"`
 	// Error: the run could not be completed (no report, runtime did not start or stop clean).
@@ -75,12 +81,12 @@ func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
 	if focus == "" {
 		focus = Focus
 	}
-	specs, suite, err := runSuite(ctx, cfg, k, cfg.TestBinary, focus, filepath.Join(cfg.OutDir, k.Name))
-	run.Specs, run.SuiteFailures = specs, suite
+	specs, suite, left, err := runSuite(ctx, cfg, k, cfg.TestBinary, focus, filepath.Join(cfg.OutDir, k.Name))
+	run.Specs, run.SuiteFailures, run.CDISpecsLeft = specs, suite, left
 	errs = append(errs, err)
 	if k.OwnSpec && err == nil {
-		own, suite, err := runSuite(ctx, cfg, k, cfg.OwnTestBinary, OwnSpecFocus, filepath.Join(cfg.OutDir, k.Name+"-own-spec"))
-		run.OwnSpecs = own
+		own, suite, left, err := runSuite(ctx, cfg, k, cfg.OwnTestBinary, OwnSpecFocus, filepath.Join(cfg.OutDir, k.Name+"-own-spec"))
+		run.OwnSpecs, run.OwnCDISpecsLeft = own, left
 		run.SuiteFailures = append(run.SuiteFailures, suite...)
 		errs = append(errs, err)
 		if err == nil && len(own) == 0 {
@@ -94,19 +100,20 @@ func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
 	return run
 }
 
-// runSuite runs binary once with focus against k and returns the focused specs' results.
+// runSuite runs binary once with focus against k and returns the focused specs' results and
+// the number of CDI specs left behind.
 // outDir receives suite.log (the binary's output), the suite's report directory (report.json,
 // kubelet.log, the in-process services' log) and containerd's log.
-func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir string) ([]SpecResult, []string, error) {
+func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir string) ([]SpecResult, []string, int, error) {
 	focusRE, err := regexp.Compile(focus)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if err := os.RemoveAll(outDir); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	logf(cfg.Log, "%s: starting containerd", k.Name)
 	rt, err := localcluster.StartRuntime(ctx, localcluster.RuntimeConfig{
@@ -118,7 +125,7 @@ func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir 
 		Progress:   cfg.Log,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	exitErr, runErr := runBinary(ctx, cfg, k, binary, focus, rt.Endpoint(), outDir)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -130,17 +137,21 @@ func runSuite(ctx context.Context, cfg Config, k Kubelet, binary, focus, outDir 
 	if err := copyFile(filepath.Join(rt.LogDir(), "containerd.log"), filepath.Join(outDir, "containerd.log")); err != nil {
 		logf(cfg.Log, "%s: keeping containerd's log: %v", k.Name, err)
 	}
+	left := rt.LeftCDISpecs()
+	if len(left) > 0 {
+		logf(cfg.Log, "%s: %d CDI specs left in /var/run/cdi (removed): %s", k.Name, len(left), strings.Join(left, ", "))
+	}
 	if runErr != nil {
-		return nil, nil, errors.Join(runErr, stopErr)
+		return nil, nil, len(left), errors.Join(runErr, stopErr)
 	}
 
 	specs, suiteFailures, err := parseReport(filepath.Join(outDir, "report", "ginkgo", "report.json"), focusRE)
 	if err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("%s: %w (%s exited: %v; its output: %s)", k.Name, err,
+		return nil, nil, len(left), errors.Join(fmt.Errorf("%s: %w (%s exited: %v; its output: %s)", k.Name, err,
 			filepath.Base(binary), exitText(exitErr), filepath.Join(outDir, "suite.log")), stopErr)
 	}
 	// With a report, a non-zero exit means failing specs: a result, not an error of the run.
-	return specs, suiteFailures, stopErr
+	return specs, suiteFailures, len(left), stopErr
 }
 
 // runBinary runs one e2e_node.test with the kubelet k next to it, in a directory below the

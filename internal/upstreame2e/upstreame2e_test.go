@@ -156,6 +156,14 @@ func TestVerdict(t *testing.T) {
 				return r
 			}()},
 			wantErr: []string{"own spec own: failed timedout"}},
+		{name: "the fork leaves more CDI specs than stock",
+			runs: []Run{func() Run { r := run("stock", same); r.CDISpecsLeft = 4; return r }(),
+				func() Run { r := run("fork-gate-off", same); r.CDISpecsLeft = 4; return r }(),
+				func() Run { r := run("fork-gate-on", same); r.CDISpecsLeft = 5; return r }()},
+			wantErr: []string{"fork-gate-on left 5 CDI specs behind, stock 4"}},
+		{name: "own specs leave a CDI spec",
+			runs:    []Run{func() Run { r := run("fork-gate-on", map[string]State{"a": Passed}); r.OwnCDISpecsLeft = 1; return r }()},
+			wantErr: []string{"own specs left 1 CDI specs"}},
 		{name: "run error and suite failure",
 			runs: []Run{func() Run {
 				r := run("stock", same)
@@ -197,8 +205,8 @@ func TestMarkdown(t *testing.T) {
 	}}
 	md := res.Markdown()
 	for _, want := range []string{
-		"| stock | (defaults) | 2 | 1 | 1 | 0 | 0 | 1m30s |",
-		"| fork-gate-on | G=true | 2 | 1 | 1 | 0 | 0 | 0s |",
+		"| stock | (defaults) | 2 | 1 | 1 | 0 | 0 | 0 | - | 1m30s |",
+		"| fork-gate-on | G=true | 2 | 1 | 1 | 0 | 0 | 0 | 1 of 1 | 0s |",
 		"The fork agrees with stock spec by spec.",
 		"| x must work | passed (3s) | passed (0s) |",
 		"- stock: x must fail\n  - failed: boom (test/e2e_node/dra_test.go:1)",
