@@ -58,6 +58,7 @@ func run() error {
 	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on", "comma-separated runs, in order; the fork's runs are compared with the stock one")
 	dir := flag.String("out", "", "results directory (default <output>/upstream-e2e/<UTC timestamp>)")
 	focus := flag.String("focus", upstreame2e.Focus, "the specs to run (a narrower focus for a quick check; the comparison needs the default)")
+	prepareOnly := flag.Bool("prepare-specs-only", false, "run only the specs that prepare and unprepare claims (make test)")
 	render := flag.String("render", "", "only write report.md again from the results.json in this directory, print the table and the verdict")
 	timeout := flag.Duration("timeout", 45*time.Minute, "limit for each run of the suite")
 	flag.Parse()
@@ -74,6 +75,9 @@ func run() error {
 			return err
 		}
 		return summarize(res, *render)
+	}
+	if *prepareOnly {
+		*focus = upstreame2e.PrepareFocus
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: the suite runs a real kubelet and containerd (like make demo)")

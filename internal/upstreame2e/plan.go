@@ -20,6 +20,13 @@ import (
 // of test/e2e/common/node that the node suite includes.
 const Focus = `\[Feature:DynamicResourceAllocation\]`
 
+// PrepareFocus selects the DRA specs that prepare and unprepare claims: the contexts "Resource
+// Kubelet Plugin" and "Two resource Kubelet Plugins" of test/e2e_node/dra_test.go, the code paths
+// the series changes. It leaves out "ResourceSlice" (plugin registration and ResourceSlice
+// cleanup, untouched by the series) and "Resource Health" (device health streams): 10 of the 26
+// minutes of a full run, which is what make test can afford (make test-upstream-e2e runs all).
+const PrepareFocus = `\[Feature:DynamicResourceAllocation\].* (Resource Kubelet Plugin|Two resource Kubelet Plugins) `
+
 // OwnSpecFocus selects the KEP-5322 specs that the patch series adds to test/e2e_node.
 const OwnSpecFocus = `\[FeatureGate:` + string(failfastdra.DRAHandlePermanentDriverFailures) + `\]`
 

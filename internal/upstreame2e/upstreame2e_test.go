@@ -107,6 +107,17 @@ func TestSkipRegexp(t *testing.T) {
 			t.Errorf("the skip expression matches %q, which runs here", spec)
 		}
 	}
+	prepare := regexp.MustCompile(PrepareFocus)
+	for spec, want := range map[string]bool{
+		"[sig-node] [DRA] [Feature:DynamicResourceAllocation] [FeatureGate:DynamicResourceAllocation] Resource Kubelet Plugin must run pod if NodePrepareResources fails and then succeeds [Serial]": true,
+		"[sig-node] [DRA] [Feature:DynamicResourceAllocation] [FeatureGate:DynamicResourceAllocation] Two resource Kubelet Plugins must provide metrics [Serial]":                                    true,
+		"[sig-node] [DRA] [Feature:DynamicResourceAllocation] [FeatureGate:DynamicResourceAllocation] ResourceSlice must be removed after plugin unregistration [Serial]":                            false,
+		"[sig-node] [DRA] [Feature:DynamicResourceAllocation] [FeatureGate:DynamicResourceAllocation] Resource Health [FeatureGate:ResourceHealthStatus] should reflect device health changes":       false,
+	} {
+		if prepare.MatchString(spec) != want {
+			t.Errorf("PrepareFocus matches %q: %t, want %t", spec, !want, want)
+		}
+	}
 	if !regexp.MustCompile(OwnSpecFocus).MatchString("[sig-node] [DRA] [FeatureGate:DRAHandlePermanentDriverFailures] x") {
 		t.Error("OwnSpecFocus does not match the gate's label")
 	}
