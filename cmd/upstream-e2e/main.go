@@ -107,6 +107,10 @@ func run() error {
 	if *dir == "" {
 		*dir = filepath.Join(out, "upstream-e2e", started.UTC().Format("20060102-150405"))
 	}
+	// Absolute: the suite runs in its own working directory and writes its report to -out.
+	if *dir, err = filepath.Abs(*dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
