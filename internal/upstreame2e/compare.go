@@ -4,6 +4,7 @@
 package upstreame2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,7 +117,8 @@ func Verdict(runs []Run) error {
 		}
 		for _, s := range r.OwnSpecs {
 			if s.State != Passed {
-				errs = append(errs, fmt.Errorf("%s: own spec %s: %s %s", r.Kubelet, s.Name, s.State, s.Reason))
+				// A failure's reason starts with Ginkgo's state (failed, timedout, ...).
+				errs = append(errs, fmt.Errorf("%s: own spec %s: %s", r.Kubelet, s.Name, cmp.Or(s.Reason, string(s.State))))
 			}
 		}
 		if r.OwnCDISpecsLeft > 0 {

@@ -163,10 +163,10 @@ func TestVerdict(t *testing.T) {
 		{name: "own spec failed",
 			runs: []Run{run("stock", same), func() Run {
 				r := run("fork-gate-on", same)
-				r.OwnSpecs = []SpecResult{{Name: "own", State: Failed, Reason: "timedout"}}
+				r.OwnSpecs = []SpecResult{{Name: "own", State: Failed, Reason: "timedout: Timed out after 120.000s."}}
 				return r
 			}()},
-			wantErr: []string{"own spec own: failed timedout"}},
+			wantErr: []string{"own spec own: timedout: Timed out after 120.000s."}},
 		{name: "the fork leaves more CDI specs than stock",
 			runs: []Run{func() Run { r := run("stock", same); r.CDISpecsLeft = 4; return r }(),
 				func() Run { r := run("fork-gate-off", same); r.CDISpecsLeft = 4; return r }(),
