@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,19 +35,7 @@ func TestPack(t *testing.T) {
 	}
 
 	files := map[string][]byte{}
-	tr := tar.NewReader(&first)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for hdr, data := range tarEntries(t, first.Bytes()) {
 		files[hdr.Name] = data
 		if strings.HasPrefix(hdr.Name, "blobs/sha256/") && hdr.Typeflag == tar.TypeReg {
 			if got := fmt.Sprintf("blobs/sha256/%x", sha256.Sum256(data)); got != hdr.Name {
@@ -95,15 +84,7 @@ func TestPackLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	tr := tar.NewReader(bytes.NewReader(layer))
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for hdr := range tarEntries(t, layer) {
 		entry := hdr.Name
 		if hdr.Typeflag == tar.TypeSymlink {
 			entry += " -> " + hdr.Linkname
@@ -127,6 +108,30 @@ func TestPackLinks(t *testing.T) {
 	for _, bad := range []string{"bin/sh", "/bin/../sh", "/" + base} {
 		if _, err := layerTar("/"+base, nil, []string{bad}); err == nil {
 			t.Errorf("layerTar accepted link %q", bad)
+		}
+	}
+}
+
+// tarEntries yields each entry of a tar archive with its content; a malformed archive fails t.
+func tarEntries(t *testing.T, archive []byte) iter.Seq2[*tar.Header, []byte] {
+	t.Helper()
+	return func(yield func(*tar.Header, []byte) bool) {
+		tr := tar.NewReader(bytes.NewReader(archive))
+		for {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !yield(hdr, data) {
+				return
+			}
 		}
 	}
 }
