@@ -5,7 +5,7 @@
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
-	verify-patches test-upstream test-upstream-e2e update-patches test-e2e-race
+	verify-patches verify-adoption test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -47,6 +47,10 @@ kind-image:
 
 verify-patches:
 	hack/verify-patches.sh
+
+# An outside module adopts the driver library (the example driver in a scratch copy).
+verify-adoption:
+	hack/verify-adoption.sh
 
 test-upstream:
 	hack/test-upstream.sh $(PKGS)

@@ -103,11 +103,13 @@ build_containerd() {
 }
 
 build_tools() {
-  log "building local-cluster imagepack dra-test-driver dra-failfast-demo dra-failfast-bench dra-failfast-check upstream-e2e test-workload"
+  log "building local-cluster imagepack dra-test-driver dra-failfast-demo dra-failfast-bench dra-failfast-check upstream-e2e test-workload gpu-driver"
   go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack ./cmd/dra-test-driver ./cmd/dra-failfast-demo \
     ./cmd/dra-failfast-bench ./cmd/dra-failfast-check ./cmd/upstream-e2e
   # The workload runs inside containers: static, no cgo.
   CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "${BIN_DIR}/test-workload" ./cmd/test-workload
+  # The example driver, from its own module, as a driver author builds it (the e2e tests run it).
+  (cd "${REPO_ROOT}/${EXAMPLE_MODULE}" && GOWORK=off go build -o "${BIN_DIR}/gpu-driver" .)
 }
 
 build_images() {

@@ -16,6 +16,12 @@ KUBE_STAGING_VERSION=v0.37.1
 FORK_REVISION=1
 FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
 OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
+# The light Go modules nested in this repository, for driver authors: the wire extension and the
+# driver library (docs/building.md, "Modules"). The root module replaces them with these
+# directories; `go test ./...` at the root does not reach them, so scripts loop over this list.
+LIBRARY_MODULES=(api pkg/failfastplugin)
+# The example driver, a module of its own that uses the library as an outside driver does.
+EXAMPLE_MODULE=examples/gpu-driver
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 

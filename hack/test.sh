@@ -6,7 +6,9 @@
 #   hack/test.sh [STAGE...]      default: all of them, in this order
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
 #            go.mod, the patch series applies to pristine v1.37.1 and builds)
-#   unit     our unit tests with -race (make unit; no root)
+#   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
+#   adoption an outside module builds and tests a driver against the library (the example driver in a
+#            scratch copy; hack/verify-adoption.sh)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
 #   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
@@ -50,11 +52,26 @@ stage() {
   fi
 }
 
+# unit_tests: the root module's tests, then each library module's, all with -race.
 unit_tests() {
-  local rc=0
+  local rc=0 mod
   go test -race -count=1 -v ./... > "${results}/unit.log" 2>&1 || rc=$?
+  for mod in "${LIBRARY_MODULES[@]}"; do
+    (cd "${mod}" && GOWORK=off go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
+  done
   grep -E '^(ok|FAIL|---)' "${results}/unit.log" | grep -v '^--- PASS' || true
   count_go_tests "${results}/unit.log"
+  return "${rc}"
+}
+
+# adoption_check: an outside module adopts the driver library (hack/verify-adoption.sh: the
+# example driver in a scratch copy, standard Go commands, no k8s.io/kubernetes in its graph).
+adoption_check() {
+  local log="${results}/adoption.log" rc=0
+  hack/verify-adoption.sh > "${log}" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|---)|verify-adoption' "${log}" | grep -v '^--- PASS' || true
+  [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
+  count_go_tests "${log}"
   return "${rc}"
 }
 
@@ -125,13 +142,14 @@ run_stage() {
   case "$1" in
     verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
     unit) stage "unit tests (-race)" unit_tests ;;
+    adoption) stage "an outside module adopts the driver library (hack/verify-adoption.sh)" adoption_check ;;
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
     upstream-e2e) stage "upstream's DRA node e2e specs, fork with the gate on (hack/test-upstream-e2e.sh)" upstream_e2e ;;
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
     release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
-    *) die "unknown stage $1 (stages: verify unit build upstream e2e upstream-e2e bench release)" ;;
+    *) die "unknown stage $1 (stages: verify unit adoption build upstream e2e upstream-e2e bench release)" ;;
   esac
 }
 
@@ -146,7 +164,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream e2e upstream-e2e bench release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption build upstream e2e upstream-e2e bench release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | upstream-e2e | bench | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

@@ -24,12 +24,16 @@ check() {
 
 gofmt_clean() {
   local unformatted
-  unformatted=$(gofmt -l api cmd hack internal pkg test)
+  unformatted=$(gofmt -l api cmd examples hack internal pkg test)
   [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
 }
 
 go_vet() {
-  go vet ./... && go vet -tags e2e_node ./test/... ./internal/...
+  local mod
+  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... || return 1
+  for mod in "${LIBRARY_MODULES[@]}" "${EXAMPLE_MODULE}"; do
+    (cd "${mod}" && GOWORK=off go vet ./...) || return 1
+  done
 }
 
 shellcheck_scripts() {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dra-failfast/dra-failfast/internal/testcert"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission/admissiontest"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -30,7 +30,7 @@ import (
 // key into dir and returns the files and a pool that trusts it.
 func writeServingCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	pair := testcert.New(t, 1)
+	pair := admissiontest.New(t, 1)
 	certFile, keyFile = pair.Write(t, dir)
 	return certFile, keyFile, pair.Pool
 }
@@ -96,7 +96,7 @@ func TestWebhookSameMessageAsPrepare(t *testing.T) {
 		}},
 		"unknown prepare": {
 			configs: []resourceapi.DeviceAllocationConfiguration{claimConfig(`{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","prepare":"Sometimes"}`, "gpu")},
-			want:    `ResourceClaim ns/c: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver driver.dra-failfast.test: prepare "Sometimes" is not one of "Succeed", "Permanent", "Transient"`,
+			want:    `prepare "Sometimes" is not one of "Succeed", "Permanent", "Transient" [ResourceClaim ns/c: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver driver.dra-failfast.test]`,
 		},
 		"two invalid for all requests": {
 			configs: []resourceapi.DeviceAllocationConfiguration{
@@ -104,8 +104,10 @@ func TestWebhookSameMessageAsPrepare(t *testing.T) {
 				claimConfig(`{"apiVersion":"dra-failfast.test/v1","kind":"PrepareBehavior","failures":1}`),
 				claimConfig(`{"apiVersion":"v2","kind":"PrepareBehavior","Prepare":"Permanent"}`, "gpu", "nic"),
 			},
-			want: `ResourceClaim ns/c: invalid opaque device config #1 (source ResourceClaim) for all requests of driver driver.dra-failfast.test: failures is only valid with prepare "Transient", got prepare "Succeed"` +
-				`; ResourceClaim ns/c: invalid opaque device config #2 (source ResourceClaim) for requests "gpu", "nic" of driver driver.dra-failfast.test: `,
+			// Two entries share what the kubelet keeps: the validator's
+			// words first, each entry's brackets cut.
+			want: `failures is only valid with prepare "Transient", got prepare "Succeed" [ResourceClaim ns/c: invalid opaque device config #1 ...` +
+				`; unknown field "Prepare"; apiVersion "v2" is not supported, want "dra-failfast.test/v1" [ResourceClaim ns/c: invalid opaque d...`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -169,7 +171,7 @@ func TestStartServesWebhook(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	want := `ResourceClaim ns/c: invalid opaque device config #0 (source ResourceClaim) for request "dev" of driver driver.dra-failfast.test: prepare "Explode" is not one of`
+	want := `prepare "Explode" is not one of`
 	if got := denial(t, resp.StatusCode, body); !strings.HasPrefix(got, want) {
 		t.Errorf("denial %q, want %q...", got, want)
 	}

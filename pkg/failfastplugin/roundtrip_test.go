@@ -23,16 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
-	"github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 const driverName = "driver.dra-failfast.test"
@@ -78,10 +75,10 @@ func allocatedClaim(name string) *resourceapi.ResourceClaim {
 }
 
 // TestRoundTrip runs a driver with kubeletplugin.Start and this library on a
-// real unix socket, calls it with a stock v1 gRPC client as a kubelet does,
-// and classifies the answer with the kubelet-side package.
+// real unix socket and calls it with a stock v1 gRPC client as a kubelet
+// does. The kubelet side's reading of such answers is tested in the root
+// module (pkg/kubelet/cm/dra), which this light module must not import.
 func TestRoundTrip(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, dra.DRAHandlePermanentDriverFailures, true)
 	names := []string{"ok", "transient", "permanent"}
 	client := fake.NewClientset()
 	var sent []*drapbv1.Claim
@@ -128,20 +125,13 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("error_type of %s = %v, want %v", uid, got, want)
 		}
 	}
-
-	result := dra.Classify(driverName, sent, resp, nil)
-	want := map[string]dra.Outcome{"ok": dra.Prepared, "transient": dra.FailedTransient, "permanent": dra.FailedPermanent}
-	if result.Err != nil {
-		t.Fatalf("classify: %v", result.Err)
-	}
-	for _, claim := range result.Claims {
-		if claim.Outcome != want[claim.Claim.Name] {
-			t.Errorf("claim %s: outcome %v, want %v (message %q)", claim.Claim.Name, claim.Outcome, want[claim.Claim.Name], claim.Message)
+	wantText := map[string]string{"uid-ok": "", "uid-transient": "device busy", "uid-permanent": "claim permanent: invalid opaque config"}
+	for uid, want := range wantText {
+		if got := resp.Claims[uid].GetError(); got != want {
+			t.Errorf("error of %s = %q, want %q", uid, got, want)
 		}
 	}
-	if got := result.Claims[2].Message; got != "claim permanent: invalid opaque config" {
-		t.Errorf("permanent message = %q", got)
-	}
+
 }
 
 // TestWrapWithoutInterceptor: without the interceptor a marked error reaches
@@ -284,5 +274,28 @@ func waitForAPI(t *testing.T, client *fake.Clientset, what string, ok func(map[f
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s in the API: %v (last seen: %v)", what, err, devices)
+	}
+}
+
+// TestHelperHasNoBypass: a driver that kept the kubeletplugin.Helper inside a
+// Helper (d.helper = h.Helper, as drivers keep a *kubeletplugin.Helper) and
+// published with it dropped every device fault's taint at its next
+// publication. Helper must offer no way to reach a publisher that skips the
+// device faults: no exported or embedded field, no method returning the
+// kubeletplugin.Helper.
+func TestHelperHasNoBypass(t *testing.T) {
+	helperType := reflect.TypeFor[failfastplugin.Helper]()
+	rawHelper := reflect.TypeFor[*kubeletplugin.Helper]()
+	for field := range helperType.Fields() {
+		if field.IsExported() || field.Anonymous {
+			t.Errorf("Helper has the field %s (%s): a driver can publish around the device faults through it", field.Name, field.Type)
+		}
+	}
+	for method := range reflect.PointerTo(helperType).Methods() {
+		for out := range method.Type.Outs() {
+			if out == rawHelper {
+				t.Errorf("Helper.%s returns the kubeletplugin.Helper: a driver can publish around the device faults through it", method.Name)
+			}
+		}
 	}
 }

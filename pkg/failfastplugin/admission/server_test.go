@@ -16,18 +16,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dra-failfast/dra-failfast/internal/testcert"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission/admissiontest"
 
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
 // testCert is a self-signed serving certificate for 127.0.0.1.
-type testCert = testcert.Pair
+type testCert = admissiontest.Pair
 
-func newTestCert(t *testing.T, serial int64) testCert { return testcert.New(t, serial) }
+func newTestCert(t *testing.T, serial int64) testCert { return admissiontest.New(t, serial) }
 
 func newTestCertUntil(t *testing.T, serial int64, notAfter time.Time) testCert {
-	return testcert.NewUntil(t, serial, notAfter)
+	return admissiontest.NewUntil(t, serial, notAfter)
 }
 
 // writeAtomically replaces path with a new file, as a Secret volume update
@@ -170,7 +170,7 @@ func TestServer(t *testing.T) {
 	var review admissionv1.AdmissionReview
 	err = json.NewDecoder(resp.Body).Decode(&review)
 	_ = resp.Body.Close()
-	if err != nil || review.Response == nil || review.Response.Allowed || !strings.HasSuffix(review.Response.Result.Message, invalidText) {
+	if err != nil || review.Response == nil || review.Response.Allowed || !strings.HasPrefix(review.Response.Result.Message, invalidText) {
 		t.Errorf("POST %s: %v %+v, want a denial", DefaultPath, err, review.Response)
 	}
 

@@ -1,10 +1,10 @@
 // Copyright 2026 The dra-failfast Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package testcert makes self-signed TLS serving certificates for tests of
-// HTTPS servers on 127.0.0.1 (the admission webhook of the driver library
-// and of the test driver).
-package testcert
+// Package admissiontest makes self-signed TLS serving certificates for tests
+// of admission webhooks served on 127.0.0.1: a driver's own webhook tests can
+// use it with admission.Start, as the library's do.
+package admissiontest
 
 import (
 	"crypto/ecdsa"
