@@ -10,7 +10,13 @@
 // (prepared, transient or permanent, and why), then calls
 // NodeUnprepareResources for all of them so that nothing stays prepared.
 //
-//	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-o text|json] NAMESPACE/CLAIM...
+//	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-o text|json] [-allow-taint] NAMESPACE/CLAIM...
+//
+// A driver built with failfastplugin.StartWithDeviceFaults taints a device
+// in the live cluster when it fails a claim with DeviceFault. The check says
+// so before it calls the driver, lists the devices tainted during the check
+// with how to clear them, and exits 1 when there are any, unless
+// -allow-taint is given.
 //
 // The claims must be allocated to a device of the driver and reserved for
 // no pod: a claim in use belongs to the kubelet. Run it on the driver's node,
@@ -50,6 +56,7 @@ func run() error {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig to look the claims up with (default $KUBECONFIG, else in-cluster)")
 	output := flag.String("o", "text", "output: text or json")
 	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
+	allowTaint := flag.Bool("allow-taint", false, "accept that the driver taints devices it reports broken during the check (otherwise the check fails when it did, after saying which)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -driver NAME [flags] NAMESPACE/CLAIM...\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
@@ -79,7 +86,15 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report, err := drivercheck.Run(ctx, client, drivercheck.Options{Driver: *driver, Socket: *socket, Claims: flag.Args(), Timeout: *timeout})
+	// Say it before the driver is called: the check talks to a live driver,
+	// and a driver built with failfastplugin.StartWithDeviceFaults taints a
+	// device in the cluster when it reports it broken.
+	note := "dra-failfast-check: a driver that reports a device fault for one of these claims taints the device (the scheduler then avoids it) until the driver clears it; the report names any device tainted during the check"
+	if !*allowTaint {
+		note += ", and the check then fails unless -allow-taint is given"
+	}
+	fmt.Fprintln(os.Stderr, note+".")
+	report, err := drivercheck.Run(ctx, client, drivercheck.Options{Driver: *driver, Socket: *socket, Claims: flag.Args(), Timeout: *timeout, AllowTaint: *allowTaint})
 	if report != nil {
 		if *output == "json" {
 			data, jsonErr := json.MarshalIndent(report, "", "  ")

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -39,7 +41,17 @@ type Options struct {
 	Claims []string
 	// Timeout of each gRPC call. Default 45s.
 	Timeout time.Duration
+	// AllowTaint accepts that the driver taints devices during the check:
+	// a driver built with failfastplugin.StartWithDeviceFaults taints the
+	// device of a claim it fails with DeviceFault, in the live cluster, until
+	// the driver clears the fault. Without it, Run fails (ErrTainted) when
+	// the driver tainted a device, after reporting which.
+	AllowTaint bool
 }
+
+// ErrTainted: the driver tainted devices during the check and AllowTaint
+// was not set.
+var ErrTainted = errors.New("the driver tainted devices during the check")
 
 // ErrRefused: a claim cannot be checked (not found, not allocated to the
 // driver, or in use by a pod).
@@ -51,6 +63,23 @@ type Report struct {
 	Claims []ClaimReport `json:"claims"`
 	// CallError is the error of the NodePrepareResources call as a whole.
 	CallError string `json:"callError,omitempty"`
+	// TaintedDevices are the taints that the claims' devices got during the
+	// check: the driver reported them broken. They stay until the driver
+	// clears them.
+	TaintedDevices []DeviceTaint `json:"taintedDevices,omitempty"`
+}
+
+// DeviceTaint is a taint on one device of the driver.
+type DeviceTaint struct {
+	Pool   string `json:"pool"`
+	Device string `json:"device"`
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+func (t DeviceTaint) String() string {
+	return fmt.Sprintf("%s/%s %s=%s:%s", t.Pool, t.Device, t.Key, t.Value, t.Effect)
 }
 
 // ClaimReport is the driver's answer for one claim and the fork's decision.
@@ -96,7 +125,11 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	if opts.Timeout == 0 {
 		opts.Timeout = 45 * time.Second
 	}
-	sent, err := lookUpClaims(ctx, client, opts.Driver, opts.Claims)
+	sent, devices, err := lookUpClaims(ctx, client, opts.Driver, opts.Claims)
+	if err != nil {
+		return nil, err
+	}
+	taintsBefore, err := deviceTaints(ctx, client, opts.Driver, devices)
 	if err != nil {
 		return nil, err
 	}
@@ -137,18 +170,72 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 			claim.Unprepared = "ok"
 		}
 	}
+	var errs []error
 	if unprepErr != nil {
-		return report, fmt.Errorf("NodeUnprepareResources: %w (the claims may still be prepared)", unprepErr)
+		errs = append(errs, fmt.Errorf("NodeUnprepareResources: %w (the claims may still be prepared)", unprepErr))
 	}
-	return report, nil
+	taintsAfter, err := deviceTaints(ctx, client, opts.Driver, devices)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%w: the driver may have tainted devices, look at its ResourceSlices", err))
+	}
+	report.TaintedDevices = newTaints(taintsBefore, taintsAfter)
+	if len(report.TaintedDevices) > 0 && !opts.AllowTaint {
+		errs = append(errs, fmt.Errorf("%w (see the report); run with -allow-taint to accept that", ErrTainted))
+	}
+	return report, errors.Join(errs...)
+}
+
+// deviceRef is a device of the driver that a checked claim is allocated.
+type deviceRef struct{ pool, device string }
+
+// deviceTaints returns the taints of devices in the driver's ResourceSlices
+// (the newest generation of each pool, which is what the scheduler uses).
+func deviceTaints(ctx context.Context, client kubernetes.Interface, driver string, devices []deviceRef) ([]DeviceTaint, error) {
+	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorDriver, driver).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the ResourceSlices of driver %s: %w", driver, err)
+	}
+	newest := map[string]int64{}
+	for _, slice := range list.Items {
+		newest[slice.Spec.Pool.Name] = max(newest[slice.Spec.Pool.Name], slice.Spec.Pool.Generation)
+	}
+	var taints []DeviceTaint
+	for _, slice := range list.Items {
+		if slice.Spec.Pool.Generation != newest[slice.Spec.Pool.Name] {
+			continue
+		}
+		for _, device := range slice.Spec.Devices {
+			if !slices.Contains(devices, deviceRef{pool: slice.Spec.Pool.Name, device: device.Name}) {
+				continue
+			}
+			for _, taint := range device.Taints {
+				taints = append(taints, DeviceTaint{Pool: slice.Spec.Pool.Name, Device: device.Name, Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+			}
+		}
+	}
+	return taints, nil
+}
+
+// newTaints returns the taints in after that are not in before.
+func newTaints(before, after []DeviceTaint) []DeviceTaint {
+	var added []DeviceTaint
+	for _, taint := range after {
+		if !slices.Contains(before, taint) {
+			added = append(added, taint)
+		}
+	}
+	return added
 }
 
 // lookUpClaims reads the claims from the API and builds the request the
 // kubelet would send. It refuses claims it must not touch.
-func lookUpClaims(ctx context.Context, client kubernetes.Interface, driver string, refs []string) ([]*drapbv1.Claim, error) {
+func lookUpClaims(ctx context.Context, client kubernetes.Interface, driver string, refs []string) ([]*drapbv1.Claim, []deviceRef, error) {
 	var (
-		sent []*drapbv1.Claim
-		errs []error
+		sent    []*drapbv1.Claim
+		devices []deviceRef
+		errs    []error
 	)
 	for _, ref := range refs {
 		namespace, name, ok := strings.Cut(ref, "/")
@@ -166,8 +253,13 @@ func lookUpClaims(ctx context.Context, client kubernetes.Interface, driver strin
 			continue
 		}
 		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
+		for _, result := range claim.Status.Allocation.Devices.Results {
+			if result.Driver == driver {
+				devices = append(devices, deviceRef{pool: result.Pool, device: result.Device})
+			}
+		}
 	}
-	return sent, errors.Join(errs...)
+	return sent, devices, errors.Join(errs...)
 }
 
 // checkable tells why claim cannot be checked with driver, if it cannot.
@@ -249,6 +341,15 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "  field 3 on the wire: %s -> error_type %s\n", raw, c.ErrorType)
 		fmt.Fprintf(&b, "  the fork decides:   %s: %s\n", c.Decision, c.Why)
 		fmt.Fprintf(&b, "  unprepared:         %s\n", c.Unprepared)
+	}
+	if len(r.TaintedDevices) > 0 {
+		fmt.Fprintf(&b, "\nThe driver tainted devices during the check (it reported them broken):\n")
+		for _, taint := range r.TaintedDevices {
+			fmt.Fprintf(&b, "  %s\n", taint)
+		}
+		fmt.Fprintf(&b, "They stay in the driver's ResourceSlices, and the scheduler avoids them, until the driver clears\n"+
+			"the fault: a driver built with failfastplugin clears it with ClearDeviceFault (once the device is\n"+
+			"repaired), and forgets it when it restarts.\n")
 	}
 	return b.String()
 }

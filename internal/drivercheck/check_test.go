@@ -5,6 +5,7 @@ package drivercheck
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestLookUpClaims(t *testing.T) {
 		claim("other-driver", "other.example.com"),
 		claim("in-use", driver, "app"),
 	)
-	sent, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok"})
+	sent, _, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok"})
 	if err != nil || len(sent) != 1 || sent[0].GetUid() != "uid-ok" || sent[0].GetNamespace() != "ns" || sent[0].GetName() != "ok" {
 		t.Fatalf("lookUpClaims(ns/ok) = %v, %v", sent, err)
 	}
@@ -56,7 +57,7 @@ func TestLookUpClaims(t *testing.T) {
 		"ns/a/b":          "is not namespace/name",
 	} {
 		t.Run(ref, func(t *testing.T) {
-			sent, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok", ref})
+			sent, _, err := lookUpClaims(t.Context(), client, driver, []string{"ns/ok", ref})
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
 				t.Errorf("err = %v, want ErrRefused with %q", err, want)
 			}
@@ -117,6 +118,41 @@ func TestText(t *testing.T) {
 		"ResourceClaim ns/ok (UID u1)", "prepared, CDI devices example.com/dev=dev-0", "field 3 on the wire: none -> error_type absent (Unknown)",
 		`error "bad config"`, "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent: w",
 	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestDeviceTaints: the check sees the taints of exactly the claims' devices,
+// in the newest generation of their pool, and reports those that the driver
+// added during the check, with how to clear them.
+func TestDeviceTaints(t *testing.T) {
+	taint := resourceapi.DeviceTaint{Key: "dra-failfast.io/device-fault", Value: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	old := resourceapi.DeviceTaint{Key: "maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	slice := func(name string, generation int64, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceSliceSpec{
+			Driver: driver, Pool: resourceapi.ResourcePool{Name: "node", Generation: generation, ResourceSliceCount: 1}, Devices: devices,
+		}}
+	}
+	client := fake.NewClientset(
+		slice("stale", 1, resourceapi.Device{Name: "dev-0", Taints: []resourceapi.DeviceTaint{taint, old}}),
+		slice("current", 2,
+			resourceapi.Device{Name: "dev-0", Taints: []resourceapi.DeviceTaint{old}},
+			resourceapi.Device{Name: "dev-1", Taints: []resourceapi.DeviceTaint{taint}}),
+	)
+	devices := []deviceRef{{pool: "node", device: "dev-0"}}
+	before, err := deviceTaints(t.Context(), client, driver, devices)
+	if err != nil || len(before) != 1 || before[0].Key != "maintenance" {
+		t.Fatalf("taints before = %v, %v; want the current slice's taint of dev-0 only", before, err)
+	}
+	after := append(slices.Clone(before), DeviceTaint{Pool: "node", Device: "dev-0", Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+	added := newTaints(before, after)
+	if len(added) != 1 || added[0].String() != "node/dev-0 dra-failfast.io/device-fault=broken:NoSchedule" {
+		t.Fatalf("new taints = %v", added)
+	}
+	text := (&Report{Driver: driver, TaintedDevices: added}).Text()
+	for _, want := range []string{"The driver tainted devices during the check", "node/dev-0 dra-failfast.io/device-fault=broken:NoSchedule", "ClearDeviceFault"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}

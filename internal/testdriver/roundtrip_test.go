@@ -119,7 +119,7 @@ func TestRoundTrip(t *testing.T) {
 		permanent   bool
 	}{
 		"healthy":   {},
-		"invalid":   {errContains: `ResourceClaim ns/invalid: invalid opaque device config #0 (source ResourceClaim) for request "dev" of driver driver.dra-failfast.test: prepare "Explode" is not one of`, permanent: true},
+		"invalid":   {errContains: `prepare "Explode" is not one of "Succeed", "Permanent", "Transient" [ResourceClaim ns/invalid: invalid opaque device config #0 (source ResourceClaim) for request "dev" of driver driver.dra-failfast.test]`, permanent: true},
 		"permanent": {errContains: "claim ns/permanent: injected", permanent: true},
 		"transient": {errContains: "injected transient failure (failure 1 of 2)"},
 		"broken":    {errContains: "device dev-1 is broken", permanent: true},

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 // DeviceID names one device of the driver: its pool and its name in the
@@ -93,17 +95,10 @@ type deviceFaultError struct {
 func (e *deviceFaultError) Error() string { return e.err.Error() }
 func (e *deviceFaultError) Unwrap() error { return e.err }
 
-const (
-	// maxKubeletMessageLen is how much of a claim's error message the
-	// kubelet keeps (pkg/kubelet/cm/dra): a note that the devices were not
-	// tainted must fit into it, or nobody sees it.
-	maxKubeletMessageLen = 256
-	// maxNoteLen bounds that note, so that most of the driver's own message
-	// survives next to it.
-	maxNoteLen = 128
-	// truncatedMark ends a cut text.
-	truncatedMark = "..."
-)
+// maxNoteLen bounds the note that devices were not tainted, so that most of
+// the driver's own message survives next to it within what the kubelet keeps
+// (v1alpha.MaxErrorBytes).
+const maxNoteLen = 128
 
 // notTaintedError is a device fault whose devices could not all be tainted:
 // the claim still fails permanently, and its message ends with why the
@@ -115,8 +110,8 @@ type notTaintedError struct {
 }
 
 func (e *notTaintedError) Error() string {
-	note := " (" + truncate(e.cause.Error(), maxNoteLen) + ")"
-	return truncate(e.err.Error(), maxKubeletMessageLen-len(note)) + note
+	note := " (" + v1alpha.Truncate(e.cause.Error(), maxNoteLen) + ")"
+	return v1alpha.Truncate(e.err.Error(), v1alpha.MaxErrorBytes-len(note)) + note
 }
 
 func (e *notTaintedError) Unwrap() []error { return []error{e.err, e.cause} }
@@ -152,22 +147,6 @@ func notTainted(devices []DeviceID, failures map[DeviceID]*taintFailure) error {
 		clauses = append(clauses, fmt.Sprintf("%s %s not tainted: %s", noun, strings.Join(names, ", "), text))
 	}
 	return fmt.Errorf("%s", strings.Join(clauses, "; "))
-}
-
-// truncate cuts s to at most maxLen bytes on a rune boundary, ending with
-// truncatedMark when anything was cut.
-func truncate(s string, maxLen int) string {
-	if len(s) <= maxLen {
-		return s
-	}
-	if maxLen < len(truncatedMark) {
-		return ""
-	}
-	cut := maxLen - len(truncatedMark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + truncatedMark
 }
 
 // defaultTaintValue is the taint value when the text of a fault cannot be

@@ -6,7 +6,6 @@ package failfastplugin
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 )
@@ -34,21 +33,15 @@ func TestTaintValue(t *testing.T) {
 	}
 }
 
-func TestTruncate(t *testing.T) {
-	for _, tc := range []struct {
-		s      string
-		maxLen int
-		want   string
-	}{
-		{s: "short", maxLen: 10, want: "short"},
-		{s: "exactly10!", maxLen: 10, want: "exactly10!"},
-		{s: "a bit too long", maxLen: 10, want: "a bit t..."},
-		{s: "äöüäöü", maxLen: 8, want: "äö..."},
-		{s: "abc", maxLen: 2, want: ""},
-	} {
-		got := truncate(tc.s, tc.maxLen)
-		if got != tc.want || len(got) > tc.maxLen || !utf8.ValidString(got) {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.maxLen, got, tc.want)
-		}
+// FuzzTaintValue: whatever a fault's text, its taint value is a valid label
+// value, or the API server would reject the driver's whole ResourceSlice.
+func FuzzTaintValue(f *testing.F) {
+	for _, seed := range []string{"claim ns/broken: device dev-1 is broken", "", "💥", "a\nb\tc\u202ed", strings.Repeat("x", 62) + "._y", "\xff\xfe"} {
+		f.Add(seed)
 	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if got := taintValue(text); len(content.IsLabelValue(got)) > 0 || got == "" {
+			t.Fatalf("taintValue(%q) = %q is no label value: %v", text, got, content.IsLabelValue(got))
+		}
+	})
 }

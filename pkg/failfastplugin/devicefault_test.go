@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -526,13 +527,19 @@ func TestDeviceFaultRepublishAndClear(t *testing.T) {
 		t.Fatalf("taints after the fault = %+v", taintAdded)
 	}
 
-	// The same fault again: nothing new to publish, still permanent.
+	// The same fault again: nothing new to publish, no wait for a taint
+	// already seen in the API (the wait holds up every other prepare call),
+	// still permanent.
 	published := publisher.count()
+	lists := sliceLists(publisher.client)
 	if err := prepare(); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
 		t.Errorf("second fault: %v", err)
 	}
 	if publisher.count() != published {
 		t.Errorf("the second fault of a tainted device published again")
+	}
+	if got := sliceLists(publisher.client) - lists; got != 0 {
+		t.Errorf("the second fault of a device whose taint was seen in the API listed ResourceSlices %d times, want 0", got)
 	}
 
 	// The driver publishes something else: a device more in pool-a.
@@ -655,5 +662,86 @@ func TestNewDeviceFaults(t *testing.T) {
 	if cfg := faults.Config(); cfg.TaintKey != failfastplugin.DefaultDeviceFaultTaintKey || cfg.TaintEffect != resourceapi.DeviceTaintEffectNoSchedule ||
 		cfg.WaitTimeout != failfastplugin.DefaultDeviceFaultWaitTimeout || cfg.TaintValue != "" {
 		t.Errorf("defaults = %+v", cfg)
+	}
+}
+
+// sliceLists counts the ResourceSlice lists that client served: each is a
+// look at the API while waiting for a taint.
+func sliceLists(client *fake.Clientset) int {
+	n := 0
+	for _, action := range client.Actions() {
+		if action.GetVerb() == "list" && action.GetResource().Resource == "resourceslices" {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkDeviceFaultTaintWait measures how long a prepare call with a
+// DeviceFault holds up the driver (kubeletplugin serializes prepare calls)
+// against a slow API: every ResourceSlice list and every publication takes
+// apiLatency. "first fault" taints a device anew each time (publish, then
+// wait until the taint is visible); "repeated fault" reports a device whose
+// taint the API already showed, which must not wait again. Reports the p50
+// and p99 of the prepare call.
+//
+//	go test -run '^$' -bench DeviceFaultTaintWait -benchtime 20x ./pkg/failfastplugin
+func BenchmarkDeviceFaultTaintWait(b *testing.B) {
+	const apiLatency = 200 * time.Millisecond
+	for _, repeated := range []bool{false, true} {
+		name := "first fault"
+		if repeated {
+			name = "repeated fault"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := b.Context()
+			publisher := newAPIPublisher("bench.dra-failfast.test")
+			publisher.delay = apiLatency
+			publisher.client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+				time.Sleep(apiLatency)
+				return false, nil, nil
+			})
+			faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: publisher.driverName, NodeName: faultNode, KubeClient: publisher.client})
+			if err != nil {
+				b.Fatal(err)
+			}
+			faults.SetPublisher(publisher)
+			if err := faults.PublishResources(ctx, pools(map[string]int{"pool": 2})); err != nil {
+				b.Fatal(err)
+			}
+			broken := dev("pool", "dev-1")
+			plugin := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}})
+			prepare := func() time.Duration {
+				start := time.Now()
+				result, err := plugin.PrepareResourceClaims(ctx, claimsNamed("broken"))
+				elapsed := time.Since(start)
+				if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
+					b.Fatalf("prepare: %v, %v", err, result["uid-broken"].Err)
+				}
+				return elapsed
+			}
+			if repeated {
+				prepare() // the taint is seen once
+			}
+			var samples []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				if !repeated {
+					b.StopTimer()
+					if err := faults.ClearDeviceFault(ctx, broken); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				samples = append(samples, prepare())
+			}
+			b.StopTimer()
+			slices.Sort(samples)
+			quantile := func(q float64) float64 {
+				return float64(samples[min(len(samples)-1, int(q*float64(len(samples))))].Milliseconds())
+			}
+			b.ReportMetric(quantile(0.5), "p50-ms")
+			b.ReportMetric(quantile(0.99), "p99-ms")
+		})
 	}
 }

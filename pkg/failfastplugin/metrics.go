@@ -4,6 +4,8 @@
 package failfastplugin
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -58,9 +60,17 @@ var (
 	)
 )
 
-// The metrics go into the global legacyregistry, which is what a driver that
-// uses component-base most likely serves already, and which the kubelet side
-// of this repository uses too: serve them with legacyregistry.Handler().
-func init() {
-	legacyregistry.MustRegister(deviceTaintFailures, deviceTaintWait)
+var registerMetrics sync.Once
+
+// RegisterMetrics registers the library's metrics (DeviceTaintFailuresMetric,
+// DeviceTaintWaitMetric) in the global
+// k8s.io/component-base/metrics/legacyregistry, once: what a driver that uses
+// component-base most likely serves already, and what the kubelet side of
+// this repository uses too. Serve them with legacyregistry.Handler().
+// NewDeviceFaults, Start, StartWithDeviceFaults and Wrap call it; importing
+// the package registers nothing.
+func RegisterMetrics() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(deviceTaintFailures, deviceTaintWait)
+	})
 }

@@ -14,14 +14,18 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-// Helper is the kubeletplugin.Helper of a driver started by Start or
-// StartWithDeviceFaults. Its PublishResources goes through the device faults:
-// publish the driver's ResourceSlices with it, not with the embedded
-// kubeletplugin.Helper's, so that devices with a fault keep their taints.
+// Helper is a running driver started by Start or StartWithDeviceFaults: the
+// kubeletplugin.Helper with publishing routed through the device faults. It
+// does not embed or return the kubeletplugin.Helper on purpose: a driver that
+// published with that helper directly would drop the taints of devices with
+// a fault at its next publication. Keep a *failfastplugin.Helper where a
+// driver keeps a *kubeletplugin.Helper (or an interface with the methods it
+// calls).
 type Helper struct {
-	*kubeletplugin.Helper
+	helper *kubeletplugin.Helper
 	faults *DeviceFaults
 }
 
@@ -29,6 +33,26 @@ type Helper struct {
 // fault (see DeviceFaults.PublishResources).
 func (h *Helper) PublishResources(ctx context.Context, resources resourceslice.DriverResources) error {
 	return h.faults.PublishResources(ctx, resources)
+}
+
+// Stop stops the driver (kubeletplugin.Helper.Stop).
+func (h *Helper) Stop() {
+	if h == nil {
+		return
+	}
+	h.helper.Stop()
+}
+
+// RegistrationStatus returns the kubelet's answer to the driver's
+// registration, nil before there is one (kubeletplugin.Helper.RegistrationStatus).
+func (h *Helper) RegistrationStatus() *registerapi.RegistrationStatus {
+	return h.helper.RegistrationStatus()
+}
+
+// UpdateRequestMetadata overwrites the metadata of a request of a prepared
+// claim (kubeletplugin.Helper.UpdateRequestMetadata).
+func (h *Helper) UpdateRequestMetadata(ctx context.Context, claimNamespace, claimName string, claimUID types.UID, requestName string, devices []kubeletplugin.Device) error {
+	return h.helper.UpdateRequestMetadata(ctx, claimNamespace, claimName, claimUID, requestName, devices)
 }
 
 // ClearDeviceFault removes the faults of devices and their taints (see
@@ -81,7 +105,7 @@ func start(ctx context.Context, plugin kubeletplugin.DRAPlugin, faults *DeviceFa
 		return nil, err
 	}
 	faults.SetPublisher(helper)
-	return &Helper{Helper: helper, faults: faults}, nil
+	return &Helper{helper: helper, faults: faults}, nil
 }
 
 // Wrap returns a DRAPlugin that notes which claims plugin failed permanently
@@ -94,6 +118,7 @@ func Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
 
 // disabledDeviceFaults keeps what the driver publishes but taints nothing.
 func disabledDeviceFaults() *DeviceFaults {
+	RegisterMetrics()
 	return &DeviceFaults{taints: map[DeviceID]resourceapi.DeviceTaint{}}
 }
 

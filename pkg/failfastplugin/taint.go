@@ -106,11 +106,18 @@ type DeviceFaults struct {
 	resources *resourceslice.DriverResources
 	// taints are the taints of the devices with a fault.
 	taints map[DeviceID]resourceapi.DeviceTaint
+	// seen are the devices whose taint (the one in taints) a wait saw in
+	// the API. Every later publication goes through this DeviceFaults and
+	// carries the taint, so a later fault of such a device does not wait
+	// for it again: the wait holds up every other prepare call of the
+	// driver, which kubeletplugin serializes.
+	seen map[DeviceID]bool
 }
 
 // NewDeviceFaults checks cfg and applies its defaults. Nothing gets published
 // before SetPublisher and PublishResources.
 func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
+	RegisterMetrics()
 	if cfg.TaintKey == "" {
 		cfg.TaintKey = DefaultDeviceFaultTaintKey
 	}
@@ -148,7 +155,7 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, enabled: true, taints: map[DeviceID]resourceapi.DeviceTaint{}}, nil
+	return &DeviceFaults{cfg: cfg, enabled: true, taints: map[DeviceID]resourceapi.DeviceTaint{}, seen: map[DeviceID]bool{}}, nil
 }
 
 // Config returns the configuration, with defaults applied.
@@ -189,6 +196,7 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 	for _, device := range devices {
 		if _, ok := f.taints[device]; ok {
 			delete(f.taints, device)
+			delete(f.seen, device)
 			cleared = append(cleared, device)
 		}
 	}
@@ -314,6 +322,7 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 	// a taint that another call published may still be on its way.
 	added := map[DeviceID]resourceapi.DeviceTaint{}
 	var pending []DeviceID
+	waitedFor := map[DeviceID]resourceapi.DeviceTaint{}
 	now := metav1.Now().Rfc3339Copy() // what the API stores
 	f.mu.Lock()
 	for _, device := range devices {
@@ -340,7 +349,10 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 			f.taints[device] = taint
 			added[device] = taint
 		}
-		pending = append(pending, device)
+		if !f.seen[device] {
+			pending = append(pending, device)
+			waitedFor[device] = taint
+		}
 	}
 	f.mu.Unlock()
 
@@ -375,6 +387,15 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 	for _, device := range missing {
 		failures[device] = &taintFailure{reason: TaintFailureNotVisible, err: err}
 	}
+	f.mu.Lock()
+	for device, taint := range waitedFor {
+		// Only the taint waited for: the fault may have been cleared and
+		// reported again meanwhile.
+		if current, ok := f.taints[device]; ok && current.TimeAdded.Equal(taint.TimeAdded) && !slices.Contains(missing, device) {
+			f.seen[device] = true
+		}
+	}
+	f.mu.Unlock()
 	if len(missing) == 0 {
 		elapsed := time.Since(start)
 		deviceTaintWait.WithLabelValues(f.cfg.DriverName).Observe(elapsed.Seconds())

@@ -12,6 +12,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 func TestValidateClaim(t *testing.T) {
@@ -26,15 +28,15 @@ func TestValidateClaim(t *testing.T) {
 		"valid":         {claim: allocatedClaim(claimEntry(testDriver, validParams, "gpu"))},
 		"invalid, one request": {
 			claim: allocatedClaim(claimEntry(testDriver, invalidParams, "gpu")),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com]`,
 		},
 		"invalid, all requests": {
 			claim: allocatedClaim(claimEntry(testDriver, invalidParams)),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com]`,
 		},
 		"invalid, two requests, not JSON": {
 			claim: allocatedClaim(claimEntry(testDriver, `{"partitions":`, "gpu", "nic")),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for requests "gpu", "nic" of driver gpu.example.com: not a GPUConfig: unexpected end of JSON input`,
+			want:  `not a GPUConfig: unexpected end of JSON input [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for requests "gpu", "nic" of driver gpu.example.com]`,
 		},
 		"other driver's invalid config is not ours": {
 			claim: allocatedClaim(claimEntry(otherDriver, `not json`, "nic"), claimEntry(testDriver, validParams, "gpu")),
@@ -49,8 +51,10 @@ func TestValidateClaim(t *testing.T) {
 				claimEntry(testDriver, validParams, "nic"),
 				claimEntry(testDriver, `{"partitions":0}`, "nic"),
 			),
-			want: `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText +
-				`; ResourceClaim ns/gpu: invalid opaque device config #3 (source ResourceClaim) for request "nic" of driver gpu.example.com: partitions must be between 1 and 7, got 0`,
+			// Two entries share what the kubelet keeps: each keeps the
+			// validator's words, the brackets are cut.
+			want: invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for ...` +
+				`; partitions must be between 1 and 7, got 0 [ResourceClaim ns/gpu: invalid opaque device config #3 (source ResourceClaim) for ...`,
 		},
 		// The scheduler puts the class configs first and leaves out claim
 		// configs for subrequests it did not pick: the message still
@@ -63,16 +67,16 @@ func TestValidateClaim(t *testing.T) {
 				classEntry(opaque(otherDriver, `{}`), "gpu"),
 				fromClaim(claimEntry(testDriver, invalidParams, "any/small")),
 			),
-			want: `ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "any/small" of driver gpu.example.com: ` + invalidText,
+			want: invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "any/small" of driver gpu.example.com]`,
 		},
 		"re-encoded parameters still match the spec": {
 			claim: allocate(testClaim(claimEntry(testDriver, `{ "partitions" : 9 }`, "gpu")),
 				fromClaim(claimEntry(testDriver, invalidParams, "gpu"))),
-			want: `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText,
+			want: invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com]`,
 		},
 		"claim entry not in the spec": {
 			claim: allocate(testClaim(), classEntry(opaque(otherDriver, `{}`), "gpu"), fromClaim(claimEntry(testDriver, invalidParams, "gpu"))),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[1] (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[1] (source ResourceClaim) for request "gpu" of driver gpu.example.com]`,
 		},
 		"class entries: index in the class": {
 			claim: allocate(testClaim(),
@@ -83,20 +87,20 @@ func TestValidateClaim(t *testing.T) {
 				// nic-class has one.
 				classEntry(gpuClassInvalid, "nic"),
 			),
-			want: `ResourceClaim ns/gpu: invalid opaque device config #2 (source DeviceClass gpu-class) for requests "gpu", "any/small" of driver gpu.example.com: ` + invalidText +
-				`; ResourceClaim ns/gpu: invalid opaque device config #0 (source DeviceClass nic-class) for request "nic" of driver gpu.example.com: ` + invalidText,
+			want: invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #2 (source DeviceClass gpu-cla...` +
+				`; ` + invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source DeviceClass nic-cla...`,
 		},
 		"class of a subrequest": {
 			claim: allocate(testClaim(), classEntry(gpuClassInvalid, "any/big")),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config #0 (source DeviceClass big-class) for request "any/big" of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source DeviceClass big-class) for request "any/big" of driver gpu.example.com]`,
 		},
 		"class not found": {
 			claim: allocate(testClaim(), classEntry(opaque(otherDriver, `{}`), "gone"), classEntry(gpuClassInvalid, "gone")),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[1] (source DeviceClass) for request "gone" of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[1] (source DeviceClass) for request "gone" of driver gpu.example.com]`,
 		},
 		"unknown source": {
 			claim: allocate(testClaim(), resourceapi.DeviceAllocationConfiguration{Source: "FromSomewhere", DeviceConfiguration: gpuClassInvalid}),
-			want:  `ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[0] (source FromSomewhere) for all requests of driver gpu.example.com: ` + invalidText,
+			want:  invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config status.allocation.devices.config[0] (source FromSomewhere) for all requests of driver gpu.example.com]`,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -164,7 +168,12 @@ func TestValidateClaimNoVerdict(t *testing.T) {
 	}
 }
 
+// classWhere is what Message says after the validator's words for entry #0
+// of the class gpu-class at admission.
+const classWhere = " [DeviceClass gpu-class: invalid opaque device config #0 (source DeviceClass) for all requests of the class of driver gpu.example.com]"
+
 func TestMessage(t *testing.T) {
+	longClaim := ObjectRef{Kind: KindResourceClaim, Namespace: "ns", Name: strings.Repeat("n", 253)}
 	class := ObjectRef{Kind: KindDeviceClass, Name: "gpu-class"}
 	template := ObjectRef{Kind: KindResourceClaimTemplate, Namespace: "ns", Name: "gpu-template"}
 	for name, tc := range map[string]struct {
@@ -175,21 +184,26 @@ func TestMessage(t *testing.T) {
 		"class at admission": {
 			cfg:  OpaqueConfig{Driver: testDriver, Object: class, Source: class, Index: 1, AllocationIndex: -1},
 			err:  errors.New("bad"),
-			want: "DeviceClass gpu-class: invalid opaque device config #1 (source DeviceClass) for all requests of the class of driver gpu.example.com: bad",
+			want: "bad [DeviceClass gpu-class: invalid opaque device config #1 (source DeviceClass) for all requests of the class of driver gpu.example.com]",
 		},
 		"template at admission": {
 			cfg:  OpaqueConfig{Driver: testDriver, Object: template, Source: template, Requests: []string{"a", "b/c"}, AllocationIndex: -1},
 			err:  errors.New("bad"),
-			want: `ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0 (source ResourceClaimTemplate) for requests "a", "b/c" of driver gpu.example.com: bad`,
+			want: `bad [ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0 (source ResourceClaimTemplate) for requests "a", "b/c" of driver gpu.example.com]`,
 		},
 		"nil error": {
 			cfg:  OpaqueConfig{Driver: testDriver, Object: template, Source: template, AllocationIndex: -1},
-			want: `ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0 (source ResourceClaimTemplate) for all requests of driver gpu.example.com: invalid`,
+			want: `invalid [ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0 (source ResourceClaimTemplate) for all requests of driver gpu.example.com]`,
 		},
-		"long text is cut": {
+		"long text is cut to fit what the kubelet keeps": {
 			cfg:  OpaqueConfig{Driver: testDriver, Object: class, Source: class, AllocationIndex: -1},
-			err:  errors.New(strings.Repeat("é", MaxErrorTextBytes)),
-			want: "DeviceClass gpu-class: invalid opaque device config #0 (source DeviceClass) for all requests of the class of driver gpu.example.com: " + strings.Repeat("é", (MaxErrorTextBytes-3)/2) + "...",
+			err:  errors.New(strings.Repeat("é", 1024)),
+			want: strings.Repeat("é", (v1alpha.MaxErrorBytes-len(classWhere)-len(v1alpha.TruncatedMark))/2) + v1alpha.TruncatedMark + classWhere,
+		},
+		"long names: the validator's words keep their minimum, the brackets are cut": {
+			cfg:  OpaqueConfig{Driver: testDriver, Object: longClaim, Source: longClaim, AllocationIndex: -1},
+			err:  errors.New(strings.Repeat("x", 200)),
+			want: strings.Repeat("x", minTextBytes-len(v1alpha.TruncatedMark)) + v1alpha.TruncatedMark + " [ResourceClaim ns/" + strings.Repeat("n", v1alpha.MaxErrorBytes-minTextBytes-len(" [ResourceClaim ns/")-len(v1alpha.TruncatedMark)) + v1alpha.TruncatedMark,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -12,11 +12,12 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 // Kind is the kind of an object that holds opaque device configuration.
@@ -91,15 +92,15 @@ type OpaqueConfig struct {
 // ctx ending are not treated as a verdict on the entry.
 type ConfigValidator func(ctx context.Context, cfg OpaqueConfig) error
 
-// MaxErrorTextBytes bounds the validator's text in an InvalidConfigError:
-// the kubelet keeps 256 bytes of a claim's message, and a denial should not
-// echo kilobytes of parameters.
-const MaxErrorTextBytes = 1024
+// minTextBytes is how much of the validator's text a message keeps even when
+// the object and entry it names are long: the validator's words say what to
+// change, the rest only where.
+const minTextBytes = 96
 
 // InvalidConfigError is a validator's verdict on one entry. Its text is the
-// same at admission and at prepare time for the same entry:
+// same at admission and at prepare time for the same entry (see Message):
 //
-//	ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: <validator's text>
+//	<validator's text> [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com]
 type InvalidConfigError struct {
 	Config OpaqueConfig
 	Err    error
@@ -113,14 +114,23 @@ func (e *InvalidConfigError) Unwrap() error { return e.Err }
 
 // Message formats the validator's error err for the entry cfg. It is the
 // one function behind the denial of the webhook and the error at prepare
-// time.
+// time. The validator's words come first, then, in brackets, the object, the
+// entry and the requests they are about; the whole fits into what the kubelet
+// keeps of a claim's error (v1alpha.MaxErrorBytes), cutting the validator's
+// text first (never below minTextBytes), then the end of the brackets.
 func Message(cfg OpaqueConfig, err error) string {
+	return message(cfg, err, v1alpha.MaxErrorBytes)
+}
+
+func message(cfg OpaqueConfig, err error, budget int) string {
 	text := "invalid"
 	if err != nil {
-		text = truncate(err.Error(), MaxErrorTextBytes)
+		text = err.Error()
 	}
-	return fmt.Sprintf("%s: invalid opaque device config %s (source %s) for %s of driver %s: %s",
-		cfg.Object, entry(cfg), source(cfg), describeRequests(cfg), cfg.Driver, text)
+	where := fmt.Sprintf(" [%s: invalid opaque device config %s (source %s) for %s of driver %s]",
+		cfg.Object, entry(cfg), source(cfg), describeRequests(cfg), cfg.Driver)
+	text = v1alpha.Truncate(text, max(budget-len(where), minTextBytes))
+	return v1alpha.Truncate(text+where, budget)
 }
 
 func entry(cfg OpaqueConfig) string {
@@ -156,32 +166,23 @@ func describeRequests(cfg OpaqueConfig) string {
 	return "requests " + strings.Join(quoted, ", ")
 }
 
-// truncate cuts s to at most maxLen bytes on a rune boundary, ending with
-// "..." when anything was cut.
-func truncate(s string, maxLen int) string {
-	const mark = "..."
-	if len(s) <= maxLen {
-		return s
-	}
-	cut := maxLen - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
-
 // InvalidConfigErrors are the verdicts on all invalid entries of one object,
 // in the order of the entries, joined by "; " so that a denial and a pod's
 // message stay on one line.
 type InvalidConfigErrors []*InvalidConfigError
 
 func (e InvalidConfigErrors) Error() string {
+	// Each entry gets an equal share of what the kubelet keeps, so that the
+	// validator's words on every entry get through.
+	budget := (v1alpha.MaxErrorBytes - len(entrySeparator)*(len(e)-1)) / max(len(e), 1)
 	texts := make([]string, len(e))
 	for i, err := range e {
-		texts[i] = err.Error()
+		texts[i] = message(err.Config, err.Err, budget)
 	}
-	return strings.Join(texts, "; ")
+	return strings.Join(texts, entrySeparator)
 }
+
+const entrySeparator = "; "
 
 // Unwrap lets errors.As find each InvalidConfigError.
 func (e InvalidConfigErrors) Unwrap() []error {

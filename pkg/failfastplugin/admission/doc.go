@@ -98,21 +98,24 @@
 //
 // # Messages
 //
-// Both places name the object, the config entry (its index in the list of
-// configs where it is written, and that object's kind) and the requests it
-// applies to, with the validator's text at the end (see Message):
+// Both places give the validator's text first, then, in brackets, the
+// object, the config entry (its index in the list of configs where it is
+// written, and that object's kind) and the requests it applies to (see
+// Message):
 //
-//	ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: partitions must be between 1 and 7, got 9
+//	partitions must be between 1 and 7, got 9 [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com]
 //
-// The webhook denies a ResourceClaimTemplate's entry as
-// "ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0
-// (source ResourceClaimTemplate) ...", and at prepare time, the claim made
-// from it is named. An entry of a DeviceClass is "DeviceClass gpu-class:
+// The webhook names a ResourceClaimTemplate's entry as
+// "[ResourceClaimTemplate ns/gpu-template: invalid opaque device config #0
+// (source ResourceClaimTemplate) ...]", and at prepare time, the claim made
+// from it is named. An entry of a DeviceClass is "[DeviceClass gpu-class:
 // invalid opaque device config #1 (source DeviceClass) for all requests of
-// the class ..." in the webhook and "ResourceClaim ns/gpu: invalid opaque
-// device config #1 (source DeviceClass gpu-class) for request "gpu" ..." at
-// prepare time. The kubelet keeps 256 bytes of a claim's message, so keep
-// the validator's text short.
+// the class ...]" in the webhook and "[ResourceClaim ns/gpu: invalid opaque
+// device config #1 (source DeviceClass gpu-class) for request "gpu" ...]" at
+// prepare time. The whole message fits into the 256 bytes the kubelet keeps
+// of a claim's error (v1alpha.MaxErrorBytes): the validator's text is cut
+// first, never below 96 bytes, then the brackets; several invalid entries
+// share the bytes equally. Keep the validator's text short all the same.
 //
 // # Metrics
 //

@@ -91,5 +91,5 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com: partitions must be between 1 and 7, got 9
+	// partitions must be between 1 and 7, got 9 [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for request "gpu" of driver gpu.example.com]
 }

@@ -90,6 +90,7 @@ type Handler struct {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	RegisterMetrics()
 	start := time.Now()
 	resource, result := ResourceOther, ResultError
 	defer func() {

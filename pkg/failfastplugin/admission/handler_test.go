@@ -158,7 +158,7 @@ func TestHandler(t *testing.T) {
 		"API server's review, denied": {
 			body:    deniedClaimReview,
 			outcome: denied, code: http.StatusForbidden,
-			want:     `ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText,
+			want:     invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "gpu" of driver gpu.example.com]`,
 			resource: ResourceClaims, result: ResultDenied,
 		},
 		"valid claim": {
@@ -176,13 +176,13 @@ func TestHandler(t *testing.T) {
 		"claim without name and namespace": {
 			body:    reviewOf{object: claimWithoutMeta}.String(),
 			outcome: denied, code: http.StatusForbidden,
-			want:     `ResourceClaim ns/obj: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com: ` + invalidText,
+			want:     invalidText + ` [ResourceClaim ns/obj: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com]`,
 			resource: ResourceClaims, result: ResultDenied,
 		},
 		"invalid template": {
 			body:    reviewOf{resource: ResourceClaimTemplates, object: template(claimEntry(otherDriver, invalidParams), claimEntry(testDriver, invalidParams, "gpu", "nic"))}.String(),
 			outcome: denied, code: http.StatusForbidden,
-			want:     `ResourceClaimTemplate ns/gpu-template: invalid opaque device config #1 (source ResourceClaimTemplate) for requests "gpu", "nic" of driver gpu.example.com: ` + invalidText,
+			want:     invalidText + ` [ResourceClaimTemplate ns/gpu-template: invalid opaque device config #1 (source ResourceClaimTemplate) for requests "gpu", "nic" of driver gpu.example.com]`,
 			resource: ResourceClaimTemplates, result: ResultDenied,
 		},
 		"valid template": {
@@ -192,8 +192,8 @@ func TestHandler(t *testing.T) {
 		"invalid class, both entries": {
 			body:    reviewOf{resource: DeviceClasses, object: deviceClass(opaque(testDriver, invalidParams), opaque(testDriver, validParams), opaque(testDriver, `{"partitions":0}`))}.String(),
 			outcome: denied, code: http.StatusForbidden,
-			want: `DeviceClass gpu-class: invalid opaque device config #0 (source DeviceClass) for all requests of the class of driver gpu.example.com: ` + invalidText +
-				`; DeviceClass gpu-class: invalid opaque device config #2 (source DeviceClass) for all requests of the class of driver gpu.example.com: partitions must be between 1 and 7, got 0`,
+			want: invalidText + ` [DeviceClass gpu-class: invalid opaque device config #0 (source DeviceClass) for a...` +
+				`; partitions must be between 1 and 7, got 0 [DeviceClass gpu-class: invalid opaque device config #2 (source DeviceClass) for a...`,
 			resource: DeviceClasses, result: ResultDenied,
 		},
 		"class update adds an invalid entry": {
@@ -203,7 +203,7 @@ func TestHandler(t *testing.T) {
 				oldObject: deviceClass(opaque(testDriver, invalidParams)),
 			}.String(),
 			outcome: denied, code: http.StatusForbidden,
-			want:     `DeviceClass gpu-class: invalid opaque device config #1 (source DeviceClass) for all requests of the class of driver gpu.example.com: partitions must be between 1 and 7, got 0`,
+			want:     `partitions must be between 1 and 7, got 0 [DeviceClass gpu-class: invalid opaque device config #1 (source DeviceClass) for all requests of the class of driver gpu.example.com]`,
 			resource: DeviceClasses, result: ResultDenied,
 		},
 		"class update keeps an invalid entry, e.g. removing a finalizer": {
@@ -221,7 +221,7 @@ func TestHandler(t *testing.T) {
 				oldObject: "not a claim",
 			}.String(),
 			outcome: denied, code: http.StatusForbidden,
-			want:     `ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com: ` + invalidText,
+			want:     invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com]`,
 			resource: ResourceClaims, result: ResultDenied,
 		},
 		"DELETE is not validated": {
@@ -305,7 +305,7 @@ func TestHandler(t *testing.T) {
 		"JSON with charset": {
 			body: deniedClaimReview, contentType: "application/json; charset=utf-8",
 			outcome: denied, code: http.StatusForbidden,
-			want:     `ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "gpu" of driver gpu.example.com: ` + invalidText,
+			want:     invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #1 (source ResourceClaim) for request "gpu" of driver gpu.example.com]`,
 			resource: ResourceClaims, result: ResultDenied,
 		},
 		"too large": {
@@ -423,7 +423,7 @@ func TestSameMessage(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error at prepare time")
 	}
-	want := `ResourceClaim ns/gpu: invalid opaque device config #2 (source ResourceClaim) for requests "gpu", "nic" of driver gpu.example.com: ` + invalidText
+	want := invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #2 (source ResourceClaim) for requests "gpu", "nic" of driver gpu.example.com]`
 	if got := review.Response.Result.Message; got != want {
 		t.Errorf("webhook:\n got %s\nwant %s", got, want)
 	}
@@ -440,7 +440,7 @@ func TestReview(t *testing.T) {
 		t.Fatal(err)
 	}
 	response, err := h.Review(t.Context(), review.Request)
-	if err != nil || response.Allowed || !strings.HasSuffix(response.Result.Message, invalidText) {
+	if err != nil || response.Allowed || !strings.HasPrefix(response.Result.Message, invalidText) {
 		t.Errorf("got %+v, %v, want a denial", response, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,4 +118,11 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(data)
+}
+
+// TestMain registers the metrics first: the tests read their counters before
+// the first request (which is when Handler registers them).
+func TestMain(m *testing.M) {
+	RegisterMetrics()
+	os.Exit(m.Run())
 }

@@ -4,6 +4,8 @@
 package admission
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -63,8 +65,14 @@ var (
 	)
 )
 
-// Like failfastplugin's metrics, these go into the global legacyregistry,
-// which the Server serves at /metrics.
-func init() {
-	legacyregistry.MustRegister(decisions, duration)
+var registerMetrics sync.Once
+
+// RegisterMetrics registers the webhook's metrics (DecisionsMetric,
+// DurationMetric) in the global k8s.io/component-base/metrics/legacyregistry,
+// once, like failfastplugin.RegisterMetrics. Start and Handler call it;
+// importing the package registers nothing.
+func RegisterMetrics() {
+	registerMetrics.Do(func() {
+		legacyregistry.MustRegister(decisions, duration)
+	})
 }

@@ -100,6 +100,7 @@ type Server struct {
 // new connections, waits up to ShutdownTimeout for requests in flight, and
 // closes Done.
 func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	RegisterMetrics()
 	logger := klog.FromContext(ctx)
 	if cfg.DriverName == "" {
 		return nil, errors.New("admission webhook: the driver name must be set")

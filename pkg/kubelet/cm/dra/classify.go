@@ -50,22 +50,23 @@ func (o Outcome) String() string {
 
 // Reasons why a response that asked for a permanent failure, or may have
 // meant to, was not taken as one. They are the values of the reason label of
-// the downgrade metric.
+// the downgrade metric, in snake_case like every reason label value of this
+// project (the driver library's included).
 const (
 	// DowngradeFeatureDisabled: DRAHandlePermanentDriverFailures is off.
-	DowngradeFeatureDisabled = "FeatureDisabled"
+	DowngradeFeatureDisabled = "feature_disabled"
 	// DowngradeUnknownClaim: the response has a result for a claim UID that
 	// was not sent, so none of its results is trusted to be permanent.
-	DowngradeUnknownClaim = "UnknownClaimUID"
+	DowngradeUnknownClaim = "unknown_claim_uid"
 	// DowngradeEmptyError: error_type is Permanent but the error is empty,
 	// which means success.
-	DowngradeEmptyError = "EmptyError"
+	DowngradeEmptyError = "empty_error"
 	// DowngradeUnknownErrorType: error_type holds a value this kubelet does not know.
-	DowngradeUnknownErrorType = "UnknownErrorType"
+	DowngradeUnknownErrorType = "unknown_error_type"
 	// DowngradeMalformedErrorType: error_type cannot be decoded or occurs twice.
-	DowngradeMalformedErrorType = "MalformedErrorType"
+	DowngradeMalformedErrorType = "malformed_error_type"
 	// DowngradePodStarted: the pod already ran containers (see DowngradeIfStarted).
-	DowngradePodStarted = "PodStartedContainers"
+	DowngradePodStarted = "pod_started_containers"
 )
 
 // ClaimResult is the classified result of one claim.

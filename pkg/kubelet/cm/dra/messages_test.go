@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 // manyDevices returns n "pool/device" names with a 63-byte pool name.
@@ -108,7 +110,7 @@ func TestMessagesNameEveryClaim(t *testing.T) {
 						t.Errorf("%s lost the driver's words %q: %q", what, words, text.text)
 					}
 				}
-				if got := strings.Contains(text.text, truncatedMark); what == "pod message" && got != tc.wantTruncated {
+				if got := strings.Contains(text.text, v1alpha.TruncatedMark); what == "pod message" && got != tc.wantTruncated {
 					t.Errorf("%s: truncated = %v, want %v: %q", what, got, tc.wantTruncated, text.text)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 func permanentPodError(drivers ...string) *PermanentPodError {
@@ -91,10 +94,10 @@ func TestSanitize(t *testing.T) {
 		"bidi override":    {in: "abc\u202edef", maxLen: 100, want: "abc def"},
 		"invalid utf8":     {in: "a\xff\xfeb", maxLen: 100, want: "a b"},
 		"trim":             {in: "  \n x \n ", maxLen: 100, want: "x"},
-		"truncate":         {in: strings.Repeat("x", 50), maxLen: 20, want: "xxxxxx" + truncatedMark},
-		"truncate in rune": {in: strings.Repeat("é", 20), maxLen: 19, want: "éé" + truncatedMark},
+		"truncate":         {in: strings.Repeat("x", 50), maxLen: 20, want: strings.Repeat("x", 17) + v1alpha.TruncatedMark},
+		"truncate in rune": {in: strings.Repeat("é", 20), maxLen: 20, want: strings.Repeat("é", 8) + v1alpha.TruncatedMark},
 		"keeps unicode":    {in: "über 日本", maxLen: 100, want: "über 日本"},
-		"limit below mark": {in: strings.Repeat("x", 50), maxLen: 3, want: ""},
+		"limit below mark": {in: strings.Repeat("x", 50), maxLen: 2, want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -103,6 +106,28 @@ func TestSanitize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSanitize: whatever a driver sends, what reaches pod status, events and
+// logs fits its bound, is valid UTF-8, and holds only printable characters
+// and single spaces, none at either end.
+func FuzzSanitize(f *testing.F) {
+	for _, seed := range []string{"device dev-1 is broken", "a\nb\tc\x1b[0m\x00d", "abc\u202edef", "a\xff\xfeb", "  \n x \n ", strings.Repeat("é", 300)} {
+		f.Add(seed, maxDriverMessageLen)
+	}
+	f.Add("abc", 2)
+	f.Fuzz(func(t *testing.T, in string, maxLen int) {
+		got := sanitize(in, maxLen)
+		if len(got) > max(maxLen, 0) || !utf8.ValidString(got) || strings.Contains(got, "  ") ||
+			strings.HasPrefix(got, " ") || strings.HasSuffix(got, " ") {
+			t.Fatalf("sanitize(%q, %d) = %q", in, maxLen, got)
+		}
+		for _, r := range got {
+			if !unicode.IsPrint(r) {
+				t.Fatalf("sanitize(%q, %d) = %q holds %U", in, maxLen, got, r)
+			}
+		}
+	})
 }
 
 func TestDowngradeIfStarted(t *testing.T) {

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 const (
 	// maxDriverMessageLen bounds the bytes of one driver message that reach
 	// errors, events and pod status: a driver must not bloat pod status.
-	maxDriverMessageLen = 256
+	maxDriverMessageLen = v1alpha.MaxErrorBytes
 	// maxPodMessageLen bounds the whole pod status message, including the
 	// "Pod was rejected: " that the kubelet puts before it (events are
 	// limited to 1024 bytes too).
@@ -30,8 +32,12 @@ const (
 	// maxDeviceNameLen bounds one "pool/device" (a pool name alone may have
 	// 253 bytes).
 	maxDeviceNameLen = 96
-	truncatedMark    = "...(truncated)"
 )
+
+// truncate is the one truncation of the project (v1alpha.Truncate), shared
+// with the driver library, so that a driver that fits its words into
+// v1alpha.MaxErrorBytes sees them kept whole.
+var truncate = v1alpha.Truncate
 
 // sanitize makes untrusted text safe for pod status, events and logs: invalid
 // UTF-8 and non-printable characters (newlines, escape sequences, bidi
@@ -54,22 +60,6 @@ func sanitize(s string, maxLen int) string {
 		b.WriteRune(r)
 	}
 	return truncate(b.String(), maxLen)
-}
-
-// truncate cuts s to at most maxLen bytes on a rune boundary, ending with
-// truncatedMark when anything was cut.
-func truncate(s string, maxLen int) string {
-	if len(s) <= maxLen {
-		return s
-	}
-	if maxLen < len(truncatedMark) {
-		return "" // no room to say that something was cut: leave it all out
-	}
-	cut := max(maxLen-len(truncatedMark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + truncatedMark
 }
 
 // boundedError shows an error from a driver (a gRPC status carries the
