@@ -163,6 +163,11 @@ func TestDeviceFaultTaintStopsChurn(t *testing.T) {
 	if st.failed > len(broken) {
 		t.Errorf("%d pods failed for %d broken devices", st.failed, len(broken))
 	}
+	// The allocator tries devices in order, so the first replica lands on
+	// a broken device: without a failed pod the scenario did not happen.
+	if st.failed < 1 {
+		t.Error("no pod failed on a broken device: the taint was never exercised")
+	}
 	// The taints are on the ResourceSlice, exactly on the devices that failed a pod.
 	var failedDevices []string
 	for device := range st.failedOn {
@@ -215,7 +220,7 @@ const churnWindow = 3 * time.Minute
 // replaces each Failed pod at once, and the allocator, which tries devices
 // in order, gives the replacement a broken device again as soon as the
 // failed pod's claim released it. The churn is reported, over churnWindow;
-// the pass criterion is only that no pod failed on a healthy device.
+// it must be more failed pods than broken devices, all on broken devices.
 func TestDeviceFaultWithoutTaintChurns(t *testing.T) {
 	t.Parallel()
 	untainted := startDriver(t, e2eframework.DriverOptions{DriverName: "untainted.dra-failfast.test", Devices: 4})
@@ -239,6 +244,11 @@ func TestDeviceFaultWithoutTaintChurns(t *testing.T) {
 		if !slices.Contains(broken, device) {
 			t.Errorf("a pod failed on healthy device %s", device)
 		}
+	}
+	// What this test shows is that a device without a taint fails pod after
+	// pod: more failures than broken devices, or the churn did not happen.
+	if st.failed <= len(broken) {
+		t.Errorf("without taints only %d pods failed for %d broken devices in %v: no churn, the scenario did not happen", st.failed, len(broken), churnWindow)
 	}
 	if tainted := deviceTaints(t, untainted); len(tainted) > 0 {
 		t.Errorf("devices tainted by a driver that does not taint: %v", tainted)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
@@ -133,8 +134,16 @@ func TestWebhookDownDeploymentChurn(t *testing.T) {
 			}
 			t.Logf("%s: %v after the Deployment was created: %d pods created, %d failed permanently, %d running",
 				tc.name, webhookChurnWindow, st.created, st.failed, st.running)
-			if tc.labels == nil && (st.failed > 0 || st.created != 2) {
-				t.Errorf("with the webhook up: %d pods created, %d failed; want 2 waiting pods and none failed", st.created, st.failed)
+			if tc.labels == nil && (st.failed > 0 || st.created != 2 || st.running > 0) {
+				t.Errorf("with the webhook up: %d pods created, %d failed, %d running; want 2 waiting pods and none failed", st.created, st.failed, st.running)
+			}
+			if tc.labels == nil {
+				// They must wait because the template was refused, not
+				// for some other reason: the resourceclaim controller says
+				// it cannot create their claims.
+				if n := claimCreationFailures(t, ns); n == 0 {
+					t.Error("with the webhook up: no FailedResourceClaimCreation event, the pods are not waiting for the refused template")
+				}
 			}
 			if tc.labels != nil && st.failed == 0 {
 				t.Error("with the webhook down no pod failed: prepare-time validation did not catch the invalid config")
@@ -145,4 +154,21 @@ func TestWebhookDownDeploymentChurn(t *testing.T) {
 			deleteAndCheckNoLeaks(t, ns, driver)
 		})
 	}
+}
+
+// claimCreationFailures counts the events of the resourceclaim controller
+// saying that it could not create a pod's claims (reason
+// FailedResourceClaimCreation) in ns, waiting up to 10s for the first.
+func claimCreationFailures(t *testing.T, ns string) int {
+	t.Helper()
+	n := 0
+	_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedResourceClaimCreation"})
+		if err != nil {
+			return false, nil
+		}
+		n = len(list.Items)
+		return n > 0, nil
+	})
+	return n
 }
