@@ -137,7 +137,11 @@ func runPlugin(ctx context.Context, opts options) error {
 	if err != nil {
 		return err
 	}
+	// The kubelet creates neither directory for a driver.
 	if err := os.MkdirAll(opts.cdiDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.pluginDir, 0o750); err != nil {
 		return err
 	}
 

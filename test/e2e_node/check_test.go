@@ -7,23 +7,28 @@ package e2enode
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/dra-failfast/dra-failfast/internal/drivercheck"
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 // demoClaim creates a ResourceClaim in ns with the spec of the demo's claim
@@ -180,4 +185,54 @@ func TestCheckTool(t *testing.T) {
 	if after, _ := d.Client.Stats(t.Context()); len(after.Claims) != len(stats.Claims) {
 		t.Errorf("the driver was called for refused claims: %d claims seen, before %d", len(after.Claims), len(stats.Claims))
 	}
+}
+
+// dra-failfast-check on a claim whose device the driver finds broken: a
+// driver started with StartWithDeviceFaults taints the device in the live
+// cluster. The check says so before calling the driver, names the tainted
+// device and how to clear it, and exits 1 unless -allow-taint is given.
+func TestCheckToolDeviceFault(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "checktaint.dra-failfast.test", Devices: 2, TaintBroken: true})
+	ns := namespaceFor(t)
+	demoClaim(t, ns, "healthy", d, "dev-1")
+	broken := cluster.NodeName() + "/dev-1 " + failfastplugin.DefaultDeviceFaultTaintKey + "="
+	args := []string{"-driver", d.Name(), "-socket", d.DRASocketPath(), ns + "/healthy"}
+	setBroken := func(on bool) {
+		t.Helper()
+		if err := d.Client.SetBroken(t.Context(), "dev-1", on); err != nil {
+			t.Fatalf("set dev-1 broken=%v: %v", on, err)
+		}
+	}
+
+	setBroken(true)
+	out, stderr, err := runCheck(t, args...)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("without -allow-taint: %v, want exit status 1\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{"The driver tainted devices during the check", broken, "ClearDeviceFault"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"taints the device", "-allow-taint", drivercheck.ErrTainted.Error()} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	// Repaired, broken again, checked with -allow-taint: reported, exit 0.
+	setBroken(false)
+	if err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return len(deviceTaints(t, d)) == 0, nil
+	}); err != nil {
+		t.Fatalf("taint not cleared: %v", deviceTaints(t, d))
+	}
+	setBroken(true)
+	out, stderr, err = runCheck(t, append([]string{"-allow-taint"}, args...)...)
+	if err != nil || !strings.Contains(out, broken) {
+		t.Errorf("with -allow-taint: %v, want exit 0 and %q reported\n%s%s", err, broken, out, stderr)
+	}
+	setBroken(false)
 }

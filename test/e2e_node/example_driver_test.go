@@ -64,8 +64,13 @@ func startExampleDriver(t *testing.T, gpus int, brokenFile string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s (make build builds it): %v", binary, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process ended, with its error in waitErr.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -77,8 +82,8 @@ func startExampleDriver(t *testing.T, gpus int, brokenFile string) {
 	})
 	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-exited:
-			return false, errors.Join(errors.New("the example driver exited, see gpu-driver.log"), err)
+		case <-exited:
+			return false, errors.Join(errors.New("the example driver exited, see gpu-driver.log"), waitErr)
 		default:
 		}
 		return len(exampleDevices(ctx)) == gpus, nil
