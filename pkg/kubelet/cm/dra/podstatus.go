@@ -94,7 +94,11 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 
 // UpdatePodStatus completes the status that the kubelet generates for a pod
 // whose previous status old is the Failed status that kubelet.SyncPod set
-// for PodRejection's reason: it keeps the pod Failed with that reason and
+// for PodRejection's reason (phase Failed and that reason, nothing less: a
+// PodConditionType condition that another client with pods/status access
+// wrote, in whatever status, is not the kubelet's rejection, and after a
+// kubelet restart old is the API's status), and whose containers never
+// started: it keeps the pod Failed with that reason and
 // message, adds the kubelet-owned PodConditionType condition (kept from old
 // when it is there), and marks containers that never started as terminated
 // for that reason, so that `kubectl get pod` shows the cause instead of
@@ -113,13 +117,10 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 //
 // MergePodStatus removes both again until the pod is terminal.
 func UpdatePodStatus(status, old *v1.PodStatus) {
-	if !Enabled() {
+	if !Enabled() || old.Phase != v1.PodFailed || old.Reason != PodFailedReason || anyContainerStarted(status) {
 		return
 	}
 	condition := podCondition(old)
-	if condition == nil {
-		return
-	}
 	status.Conditions = append(status.Conditions, *condition)
 	status.Phase = v1.PodFailed
 	if old.Reason == PodFailedReason {
@@ -164,7 +165,13 @@ const (
 //     full status that has the condition.
 //
 // It allocates nothing for pods it has nothing to do with.
+//
+// With the feature gate off it does nothing at all: the kubelet is then the
+// stock kubelet, which leaves conditions it does not own to their writers.
 func MergePodStatus(status, apiStatus *v1.PodStatus) {
+	if !Enabled() {
+		return
+	}
 	_, hasCondition := conditionIndex(status)
 	if status.Phase != v1.PodFailed {
 		if hasCondition || hasNeverStartedTerminated(status) {
@@ -172,7 +179,7 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 		}
 		return
 	}
-	if !hasCondition && status.Reason == PodFailedReason && Enabled() {
+	if !hasCondition && status.Reason == PodFailedReason {
 		status.Conditions = append(slices.Clone(status.Conditions), *podCondition(status))
 	}
 }
@@ -228,14 +235,13 @@ func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	}
 }
 
+// podCondition returns old's PodConditionType condition when it is the
+// kubelet's (status True), else a new one for old's rejection.
 func podCondition(old *v1.PodStatus) *v1.PodCondition {
 	for _, c := range old.Conditions {
-		if c.Type == PodConditionType {
+		if c.Type == PodConditionType && c.Status == v1.ConditionTrue {
 			return &c
 		}
-	}
-	if old.Phase != v1.PodFailed || old.Reason != PodFailedReason {
-		return nil
 	}
 	return &v1.PodCondition{
 		Type:               PodConditionType,
@@ -244,6 +250,20 @@ func podCondition(old *v1.PodStatus) *v1.PodCondition {
 		Reason:             PodFailedReason,
 		Message:            old.Message,
 	}
+}
+
+// anyContainerStarted tells whether a container of status ran: a rejected
+// pod's never did (the terminated states UpdatePodStatus gives them say they
+// never started).
+func anyContainerStarted(status *v1.PodStatus) bool {
+	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses, status.EphemeralContainerStatuses} {
+		for i := range statuses {
+			if !neverStarted(&statuses[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func neverStarted(c *v1.ContainerStatus) bool {

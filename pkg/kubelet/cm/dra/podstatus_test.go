@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -207,30 +208,57 @@ func TestUpdatePodStatus(t *testing.T) {
 	waiting := v1.ContainerStatus{Name: "waiting", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 	unknown := v1.ContainerStatus{Name: "unknown", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "ContainerStatusUnknown", ExitCode: 137}}}
 	ran := v1.ContainerStatus{Name: "ran", ContainerID: "containerd://1", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Error", ExitCode: 1, ContainerID: "containerd://1"}}}
+	foreignFalse := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionFalse, Reason: "SomeoneElse"}
+	foreignTrue := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: "SomeoneElse"}
+	running := v1.ContainerStatus{Name: "running", ContainerID: "containerd://2", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
 	cases := map[string]struct {
-		disabled       bool
-		old            v1.PodStatus
-		phase          v1.PodPhase
+		disabled bool
+		old      v1.PodStatus
+		phase    v1.PodPhase
+		// third is a third container of the status besides waiting and
+		// unknown (none when nil).
+		third          *v1.ContainerStatus
 		wantCondition  *v1.PodCondition
-		wantContainers []string // the terminated reason of waiting, unknown, ran
+		wantContainers []string // the terminated reason of waiting, unknown (and third)
 	}{
 		"rejected pod gets the condition and container reasons": {
 			old: rejected, phase: v1.PodFailed,
 			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
-			wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
+			wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
 		"condition kept from old status": {
-			old: v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{ready, existing}}, phase: v1.PodFailed,
-			wantCondition: &existing, wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
+			old: v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom", Conditions: []v1.PodCondition{ready, existing}}, phase: v1.PodFailed,
+			wantCondition: &existing, wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
 		"phase computed from the runtime is pinned to Failed": {
 			old: rejected, phase: v1.PodSucceeded,
 			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
-			wantContainers: []string{PodFailedReason, PodFailedReason, "Error"},
+			wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
-		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
-		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
-		"gate off":      {disabled: true, old: rejected, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown", "Error"}},
+		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown"}},
+		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"", "ContainerStatusUnknown"}},
+		"gate off":      {disabled: true, old: rejected, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown"}},
+		// Issue 26, defect 2: after a kubelet restart old is the API's
+		// status; a condition of our type that another client wrote on a
+		// running pod, in either status, must not fail it.
+		"running pod, foreign condition False": {
+			old: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready, foreignFalse}}, phase: v1.PodRunning,
+			third: &running, wantContainers: []string{"", "ContainerStatusUnknown", ""},
+		},
+		"running pod, foreign condition True": {
+			old: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready, foreignTrue}}, phase: v1.PodRunning,
+			third: &running, wantContainers: []string{"", "ContainerStatusUnknown", ""},
+		},
+		"pending pod, foreign condition True": {
+			old: v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{foreignTrue}}, phase: v1.PodPending,
+			wantContainers: []string{"", "ContainerStatusUnknown"},
+		},
+		// Failed for our reason, but a container ran: not the kubelet's
+		// rejection (it never rejects a pod that ran containers).
+		"containers ran": {
+			old: rejected, phase: v1.PodRunning, third: &ran,
+			wantContainers: []string{"", "ContainerStatusUnknown", "Error"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -238,7 +266,10 @@ func TestUpdatePodStatus(t *testing.T) {
 			status := v1.PodStatus{
 				Phase:             tc.phase,
 				Conditions:        []v1.PodCondition{ready},
-				ContainerStatuses: []v1.ContainerStatus{*waiting.DeepCopy(), *unknown.DeepCopy(), *ran.DeepCopy()},
+				ContainerStatuses: []v1.ContainerStatus{*waiting.DeepCopy(), *unknown.DeepCopy()},
+			}
+			if tc.third != nil {
+				status.ContainerStatuses = append(status.ContainerStatuses, *tc.third.DeepCopy())
 			}
 			UpdatePodStatus(&status, &tc.old)
 			if tc.wantCondition != nil && (status.Phase != v1.PodFailed || status.Reason != tc.old.Reason || status.Message != tc.old.Message) {
@@ -324,11 +355,12 @@ func TestHoldBackTerminalStatus(t *testing.T) {
 	enableFeature(t, true)
 	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
 	creating := v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
-	ran := v1.ContainerStatus{Name: "ran", ContainerID: "containerd://1", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}}
+	// Only never-started containers: UpdatePodStatus leaves a pod whose
+	// containers ran alone (TestUpdatePodStatus).
 	status := v1.PodStatus{
 		Phase:             v1.PodPending,
 		Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}},
-		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: creating}, {Name: "sidecar", State: creating}, ran},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: creating}, {Name: "sidecar", State: creating}},
 	}
 	UpdatePodStatus(&status, &rejected)
 	api := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app", Image: "api-image", State: creating}}}
@@ -343,13 +375,10 @@ func TestHoldBackTerminalStatus(t *testing.T) {
 	if len(status.Conditions) != 1 || status.Conditions[0].Type != v1.PodReady {
 		t.Errorf("conditions %+v, want only Ready: %s must wait for phase Failed", status.Conditions, PodConditionType)
 	}
-	for _, c := range status.ContainerStatuses[:2] {
+	for _, c := range status.ContainerStatuses {
 		if c.State.Waiting == nil || c.State.Waiting.Reason != "ContainerCreating" || c.State.Terminated != nil {
 			t.Errorf("container %s state %+v, want ContainerCreating until the pod is terminal", c.Name, c.State)
 		}
-	}
-	if got := status.ContainerStatuses[2]; got.State.Terminated == nil || got.State.Terminated.Reason != "Error" {
-		t.Errorf("a container that ran changed: %+v", got.State)
 	}
 }
 
@@ -454,5 +483,29 @@ func TestMergePodStatusAllocatesNothingForOtherPods(t *testing.T) {
 	api := status
 	if allocs := testing.AllocsPerRun(100, func() { MergePodStatus(&status, &api) }); allocs != 0 {
 		t.Errorf("%v allocations per call", allocs)
+	}
+}
+
+// Issue 26, defect 1: with the gate off MergePodStatus must leave every
+// status as upstream's merge made it. The stock kubelet keeps a condition it
+// does not own, DRAPermanentDriverFailure included, whoever wrote it.
+func TestMergePodStatusGateOffIsStock(t *testing.T) {
+	foreign := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionFalse, Reason: "SomeoneElse"}
+	never := v1.ContainerStatus{Name: "app", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: PodFailedReason, Message: neverStartedMessage}}}
+	api := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+	for name, status := range map[string]v1.PodStatus{
+		"running pod, foreign condition":     {Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady}, foreign}},
+		"pending pod, condition of our type": {Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: PodConditionType, Status: v1.ConditionTrue}}},
+		"pending pod, never-started state":   {Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{never}},
+		"failed for our reason":              {Phase: v1.PodFailed, Reason: PodFailedReason, Message: "m"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			enableFeature(t, false)
+			got := *status.DeepCopy()
+			MergePodStatus(&got, &api)
+			if diff := cmp.Diff(status, got); diff != "" {
+				t.Errorf("gate off changed the status (-before +after):\n%s", diff)
+			}
+		})
 	}
 }
