@@ -233,12 +233,17 @@ func TestJobPodFailurePolicyFailsFast(t *testing.T) {
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](6),
 			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-				// A common rule for killed containers, placed first: it must
-				// not swallow the DRA failure (never-started containers
-				// report exit code 0, which no onExitCodes rule matches).
+				// Common exit-code rules, placed first: they must not
+				// swallow the DRA failure (never-started containers stay
+				// waiting, and onExitCodes rules only match terminated
+				// containers, with operator In and NotIn alike).
 				{
 					Action:      batchv1.PodFailurePolicyActionIgnore,
 					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{137}},
+				},
+				{
+					Action:      batchv1.PodFailurePolicyActionCount,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}},
 				},
 				{
 					Action:          batchv1.PodFailurePolicyActionFailJob,

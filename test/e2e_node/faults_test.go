@@ -290,8 +290,8 @@ func TestFaultUnprepareFails(t *testing.T) {
 			}
 		}
 		for _, c := range pod.Status.ContainerStatuses {
-			if c.State.Terminated != nil {
-				return false, fmt.Errorf("container %s terminated while the phase is %s", c.Name, pod.Status.Phase)
+			if c.State.Terminated != nil || (c.State.Waiting != nil && c.State.Waiting.Reason == failfastdra.PodFailedReason) {
+				return false, fmt.Errorf("container %s in state %+v while the phase is %s", c.Name, c.State, pod.Status.Phase)
 			}
 		}
 		if _, stats := statsOf(t, driver, ns, "app", ""); stats.LastUnprepareError != "" && !sawReserved {

@@ -206,9 +206,11 @@ func checkFailedPod(t *testing.T, pod *v1.Pod, wantInMessage ...string) {
 	if started := e2eframework.StartedContainers(pod); len(started) > 0 {
 		t.Errorf("containers started: %v", started)
 	}
+	// Never-started containers stay waiting and name the cause: no exit
+	// code, no year-1 start time for kubectl describe to print.
 	for _, c := range pod.Status.ContainerStatuses {
-		if c.State.Terminated == nil || c.State.Terminated.Reason != failfastdra.PodFailedReason || c.State.Terminated.ExitCode != failfastdra.NeverStartedExitCode {
-			t.Errorf("container %s state %+v, want terminated with reason %s and exit code %d", c.Name, c.State, failfastdra.PodFailedReason, failfastdra.NeverStartedExitCode)
+		if c.State.Waiting == nil || c.State.Waiting.Reason != failfastdra.PodFailedReason || c.State.Terminated != nil {
+			t.Errorf("container %s state %+v, want waiting with reason %s", c.Name, c.State, failfastdra.PodFailedReason)
 		}
 	}
 	events := eventsOf(t, pod.Namespace, pod.Name, failfastdra.PodFailedReason)

@@ -10,14 +10,14 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 
-	// Imported for its init order, not its names: Go initializes a package
-	// after every package it imports, so upstream's gates are registered
-	// before ours. Without it, github.com/dra-failfast/... sorts before
+	// Imported for its init order only: Go initializes a package after
+	// every package it imports, so upstream's gates are registered before
+	// ours. Without it, github.com/dra-failfast/... sorts before
 	// k8s.io/kubernetes/... and would register first; a future upstream
 	// kubelet that defines DRAHandlePermanentDriverFailures with another spec
 	// would then panic at start ("feature gate ... with different spec
 	// already exists"). In this order upstream's definition simply wins.
-	kubefeatures "k8s.io/kubernetes/pkg/features"
+	_ "k8s.io/kubernetes/pkg/features"
 )
 
 // DRAHandlePermanentDriverFailures lets a DRA driver fail a pod by marking a
@@ -30,12 +30,18 @@ var featureSpecs = map[featuregate.Feature]featuregate.VersionedSpecs{
 	},
 }
 
+// upstreamGate is one of the gates k8s.io/kubernetes/pkg/features
+// registers. It is named by its string, not through that package, so that
+// nothing but the blank import above orders the inits: without the import,
+// TestUpstreamGatesRegisteredFirst fails.
+const upstreamGate featuregate.Feature = "DynamicResourceAllocation"
+
 // upstreamGatesFirst records that upstream's gates were registered when ours
-// was: the import above guarantees it; a test checks it.
+// was.
 var upstreamGatesFirst bool
 
 func init() {
-	_, upstreamGatesFirst = utilfeature.DefaultMutableFeatureGate.GetAll()[kubefeatures.DynamicResourceAllocation]
+	_, upstreamGatesFirst = utilfeature.DefaultMutableFeatureGate.GetAll()[upstreamGate]
 	if err := addFeatureGate(utilfeature.DefaultMutableFeatureGate); err != nil {
 		panic(err)
 	}

@@ -4,6 +4,8 @@
 package dra
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -31,6 +33,15 @@ var (
 	)
 )
 
-func init() {
-	legacyregistry.MustRegister(permanentFailures, permanentDowngrades)
+var registerMetricsOnce sync.Once
+
+// registerMetrics registers the metrics above with the kubelet's registry,
+// once, when the DRA manager first prepares a pod's claims
+// (NewPrepareFailures), before any of them can count. Not in init: the
+// patched pkg/kubelet/types imports this package (IsPodConditionType), and
+// every binary that imports that package must not get kubelet metrics.
+func registerMetrics() {
+	registerMetricsOnce.Do(func() {
+		legacyregistry.MustRegister(permanentFailures, permanentDowngrades)
+	})
 }

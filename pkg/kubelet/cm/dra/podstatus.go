@@ -26,10 +26,12 @@ const (
 
 // PodRejection tells kubelet.SyncPod whether the pod sync error err means the
 // pod must be rejected: it returns the Reason and Message to fail the pod
-// with, and counts the failure per driver.
+// with, and counts the failure per driver. With the feature gate off it
+// never rejects (PrepareFailures.Record makes no permanent error then
+// either; this is the kubelet's own guard).
 func PodRejection(ctx context.Context, err error) (reason, message string, reject bool) {
 	var permanent *PermanentPodError
-	if !errors.As(err, &permanent) {
+	if !Enabled() || !errors.As(err, &permanent) {
 		return "", "", false
 	}
 	klog.FromContext(ctx).Info("Failing pod: a DRA driver reported a permanent failure", "err", permanent)
@@ -49,17 +51,19 @@ func (e *PermanentPodError) podMessage() string {
 	return prefix + renderClaims(e.Permanent, maxPodMessageLen-len(rejectedPrefix)-len(prefix))
 }
 
-// DowngradeIfStarted keeps a pod that already ran containers alive: when its
-// sandbox is lost the kubelet creates a new one and prepares every claim
-// again, and a permanent answer then must not kill a workload that was
+// DowngradeIfStarted keeps a pod that already ran alive. The manager does
+// not prepare again claims it has marked prepared; a driver is asked again
+// for a running pod's claims only after the kubelet restarted (or lost its
+// checkpoint), and a permanent answer then must not kill a workload that was
 // running. For such a pod a permanent err is returned as a *DowngradedError,
 // which is transient and says so; any other err is returned unchanged.
-// runtimeHasContainers tells whether the container runtime knows containers
-// of the pod; the pod's API status is checked too. The downgrade is counted
-// every time, logged once per pod (a pod is retried at every resync).
-func DowngradeIfStarted(ctx context.Context, pod *v1.Pod, runtimeHasContainers bool, err error) error {
+// runtimeKnowsPod tells whether the container runtime knows a sandbox or
+// containers of the pod (any earlier sandbox counts: more conservative than
+// started containers); the pod's API status is checked too. The downgrade is
+// counted every time, logged once per pod (a pod is retried at every resync).
+func DowngradeIfStarted(ctx context.Context, pod *v1.Pod, runtimeKnowsPod bool, err error) error {
 	var permanent *PermanentPodError
-	if !errors.As(err, &permanent) || !(runtimeHasContainers || podStartedContainers(pod)) {
+	if !errors.As(err, &permanent) || !(runtimeKnowsPod || podStartedContainers(pod)) {
 		return err
 	}
 	downgraded := &DowngradedError{permanent: permanent}
@@ -98,55 +102,38 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 // PodConditionType condition that another client with pods/status access
 // wrote, in whatever status, is not the kubelet's rejection, and after a
 // kubelet restart old is the API's status), and whose containers never
-// started: it keeps the pod Failed with that reason and
-// message, adds the kubelet-owned PodConditionType condition (kept from old
-// when it is there), and marks containers that never started as terminated
-// for that reason, so that `kubectl get pod` shows the cause instead of
-// ContainerStatusUnknown. Other pods are left alone.
+// started: it keeps the pod Failed with that reason and message, adds the
+// kubelet-owned PodConditionType condition (kept from old when it is there:
+// the one place that creates it, so its time is stamped once), and gives
+// containers that never started a waiting state that names the cause
+// instead of ContainerCreating. Other pods are left alone.
 //
-// Never-started containers get exit code 0 (NeverStartedExitCode), not the
-// 137 of upstream's ContainerStatusUnknown: a Job's podFailurePolicy
-// onExitCodes rules skip containers with exit code 0, with operator In and
-// NotIn alike, so that no exit-code rule (such as "In [137] -> Ignore" for
-// killed containers) can misread a DRA failure; the PodConditionType
-// condition is what a rule matches. The pod stays Failed: the phase is
-// pinned here, as the kubelet would otherwise compute Succeeded from
-// containers that all "exited" 0. FinishedAt is when the pod failed (the
-// condition's transition time, so that regenerating the status does not
-// change it).
+// Never-started containers stay waiting, as upstream leaves the containers
+// of any pod that turned terminal before they started (a pod whose
+// activeDeadlineSeconds passed in ContainerCreating, say): they have no exit
+// code and no start time to report. A Job's podFailurePolicy onExitCodes
+// rules skip containers that are not terminated, so no exit-code rule can
+// misread a DRA failure; the PodConditionType condition is what a rule
+// matches. The phase is pinned to Failed here, whatever the containers say.
 //
-// MergePodStatus removes both again until the pod is terminal.
+// MergePodStatus takes both out again until the pod is terminal.
 func UpdatePodStatus(status, old *v1.PodStatus) {
 	if !Enabled() || old.Phase != v1.PodFailed || old.Reason != PodFailedReason || anyContainerStarted(status) {
 		return
 	}
-	condition := podCondition(old)
-	status.Conditions = append(status.Conditions, *condition)
+	status.Conditions = append(status.Conditions, *podCondition(old))
 	status.Phase = v1.PodFailed
-	if old.Reason == PodFailedReason {
-		status.Reason, status.Message = old.Reason, old.Message
-	}
+	status.Reason, status.Message = old.Reason, old.Message
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
 			if c := &statuses[i]; neverStarted(c) {
-				c.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-					ExitCode:   NeverStartedExitCode,
-					Reason:     PodFailedReason,
-					Message:    neverStartedMessage,
-					FinishedAt: condition.LastTransitionTime,
-				}}
+				c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: PodFailedReason, Message: neverStartedMessage}}
 			}
 		}
 	}
 }
 
-const (
-	// NeverStartedExitCode is the exit code of a container that never
-	// started in a pod failed for a permanent DRA driver failure (see
-	// UpdatePodStatus for why it is 0).
-	NeverStartedExitCode = 0
-	neverStartedMessage  = "The container never started: a DRA driver failed permanently to prepare the pod's resources"
-)
+const neverStartedMessage = "The container never started: a DRA driver failed permanently to prepare the pod's resources"
 
 // MergePodStatus is called by the kubelet's status manager on every status
 // it is about to publish, after upstream's merge (status: what will be sent,
@@ -156,13 +143,16 @@ const (
 //
 //   - While upstream holds back the terminal phase (the pod could still have
 //     running containers or prepared claims), the condition and the
-//     never-started containers' terminated states are held back too
+//     never-started containers' waiting states are held back too
 //     (holdBackTerminalStatus), as upstream does for DisruptionTarget.
-//   - A status that is Failed for that reason but lacks the condition gets
-//     it. That is the minimal status kubelet.rejectPod caches: the status
-//     manager publishes statuses from a batch it captured earlier, so it can
-//     publish that one after the pod finished terminating, just before the
-//     full status that has the condition.
+//   - A status that is Failed for that reason but lacks the condition is
+//     held back whole (phase, reason and message stay the API's). That is
+//     the minimal status kubelet.rejectPod caches: the status manager
+//     publishes statuses from a batch it captured earlier, so it can publish
+//     that one after the pod finished terminating, just before the full
+//     status that has the condition. Only UpdatePodStatus creates the
+//     condition, so its time is stamped once and never moves (an API status
+//     that has it already keeps it).
 //
 // It allocates nothing for pods it has nothing to do with.
 //
@@ -174,14 +164,19 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 	}
 	_, hasCondition := conditionIndex(status)
 	if status.Phase != v1.PodFailed {
-		if hasCondition || hasNeverStartedTerminated(status) {
+		if hasCondition || hasNeverStartedMark(status) {
 			holdBackTerminalStatus(status, apiStatus)
 		}
 		return
 	}
-	if !hasCondition && status.Reason == PodFailedReason {
-		status.Conditions = append(slices.Clone(status.Conditions), *podCondition(status))
+	if hasCondition || status.Reason != PodFailedReason {
+		return
 	}
+	if i, ok := conditionIndex(apiStatus); ok && apiStatus.Phase == v1.PodFailed && apiStatus.Conditions[i].Status == v1.ConditionTrue {
+		status.Conditions = append(slices.Clone(status.Conditions), apiStatus.Conditions[i])
+		return
+	}
+	status.Phase, status.Reason, status.Message = apiStatus.Phase, apiStatus.Reason, apiStatus.Message
 }
 
 func conditionIndex(status *v1.PodStatus) (int, bool) {
@@ -189,17 +184,21 @@ func conditionIndex(status *v1.PodStatus) (int, bool) {
 	return i, i >= 0
 }
 
-// isNeverStartedTerminated tells whether c is a never-started container that
-// UpdatePodStatus reported terminated.
-func isNeverStartedTerminated(c *v1.ContainerStatus) bool {
-	t := c.State.Terminated
-	return t != nil && t.Reason == PodFailedReason && t.Message == neverStartedMessage
+// IsNeverStartedMark tells whether c is a never-started container that
+// UpdatePodStatus marked. The status manager's TerminatePod keeps such a
+// container as it is: without this, it turns every container of a terminal
+// pod that is not terminated into ContainerStatusUnknown, exit code 137, no
+// timestamps (kubectl describe prints year 1), and a podFailurePolicy rule
+// such as "onExitCodes In [137] -> Ignore" would then swallow the failure.
+func IsNeverStartedMark(c *v1.ContainerStatus) bool {
+	w := c.State.Waiting
+	return w != nil && w.Reason == PodFailedReason && w.Message == neverStartedMessage
 }
 
-func hasNeverStartedTerminated(status *v1.PodStatus) bool {
+func hasNeverStartedMark(status *v1.PodStatus) bool {
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
-			if isNeverStartedTerminated(&statuses[i]) {
+			if IsNeverStartedMark(&statuses[i]) {
 				return true
 			}
 		}
@@ -208,8 +207,8 @@ func hasNeverStartedTerminated(status *v1.PodStatus) bool {
 }
 
 // holdBackTerminalStatus takes out what UpdatePodStatus added, the
-// PodConditionType condition and the never-started containers reported
-// terminated, while the terminal phase is held back (see MergePodStatus).
+// PodConditionType condition and the never-started containers' marks, while
+// the terminal phase is held back (see MergePodStatus).
 // Containers get their state in the API back, or ContainerCreating.
 func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == PodConditionType })
@@ -222,12 +221,12 @@ func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	} {
 		for i := range pair.statuses {
 			c := &pair.statuses[i]
-			if !isNeverStartedTerminated(c) {
+			if !IsNeverStartedMark(c) {
 				continue
 			}
 			c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
-			for _, api := range pair.api {
-				if api.Name == c.Name && (api.State.Terminated == nil || api.State.Terminated.Reason != PodFailedReason) {
+			for j := range pair.api {
+				if api := &pair.api[j]; api.Name == c.Name && !IsNeverStartedMark(api) {
 					c.State = *api.State.DeepCopy()
 				}
 			}
@@ -253,8 +252,7 @@ func podCondition(old *v1.PodStatus) *v1.PodCondition {
 }
 
 // anyContainerStarted tells whether a container of status ran: a rejected
-// pod's never did (the terminated states UpdatePodStatus gives them say they
-// never started).
+// pod's never did.
 func anyContainerStarted(status *v1.PodStatus) bool {
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses, status.EphemeralContainerStatuses} {
 		for i := range statuses {

@@ -39,6 +39,7 @@ func permanentPodError(drivers ...string) *PermanentPodError {
 }
 
 func TestPodRejection(t *testing.T) {
+	enableFeature(t, true)
 	counter := permanentFailures.WithLabelValues("rejection-driver")
 	before, _ := testutil.GetCounterMetricValue(counter)
 
@@ -61,6 +62,13 @@ func TestPodRejection(t *testing.T) {
 			t.Errorf("PodRejection(%v) rejects", err)
 		}
 	}
+
+	t.Run("gate off", func(t *testing.T) {
+		enableFeature(t, false)
+		if _, _, reject := PodRejection(t.Context(), permanentPodError("rejection-driver")); reject {
+			t.Error("PodRejection rejects with the feature gate off")
+		}
+	})
 }
 
 func TestPodMessageBounded(t *testing.T) {
@@ -219,7 +227,7 @@ func TestUpdatePodStatus(t *testing.T) {
 		// unknown (none when nil).
 		third          *v1.ContainerStatus
 		wantCondition  *v1.PodCondition
-		wantContainers []string // the terminated reason of waiting, unknown (and third)
+		wantContainers []string // the state reason (stateReason) of waiting, unknown (and third)
 	}{
 		"rejected pod gets the condition and container reasons": {
 			old: rejected, phase: v1.PodFailed,
@@ -235,29 +243,29 @@ func TestUpdatePodStatus(t *testing.T) {
 			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
 			wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
-		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown"}},
-		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"", "ContainerStatusUnknown"}},
-		"gate off":      {disabled: true, old: rejected, phase: v1.PodFailed, wantContainers: []string{"", "ContainerStatusUnknown"}},
+		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown"}},
+		"not failed":    {old: v1.PodStatus{Phase: v1.PodPending, Reason: PodFailedReason}, phase: v1.PodPending, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown"}},
+		"gate off":      {disabled: true, old: rejected, phase: v1.PodFailed, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown"}},
 		// Issue 26, defect 2: after a kubelet restart old is the API's
 		// status; a condition of our type that another client wrote on a
 		// running pod, in either status, must not fail it.
 		"running pod, foreign condition False": {
 			old: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready, foreignFalse}}, phase: v1.PodRunning,
-			third: &running, wantContainers: []string{"", "ContainerStatusUnknown", ""},
+			third: &running, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown", ""},
 		},
 		"running pod, foreign condition True": {
 			old: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{ready, foreignTrue}}, phase: v1.PodRunning,
-			third: &running, wantContainers: []string{"", "ContainerStatusUnknown", ""},
+			third: &running, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown", ""},
 		},
 		"pending pod, foreign condition True": {
 			old: v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{foreignTrue}}, phase: v1.PodPending,
-			wantContainers: []string{"", "ContainerStatusUnknown"},
+			wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown"},
 		},
 		// Failed for our reason, but a container ran: not the kubelet's
 		// rejection (it never rejects a pod that ran containers).
 		"containers ran": {
 			old: rejected, phase: v1.PodRunning, third: &ran,
-			wantContainers: []string{"", "ContainerStatusUnknown", "Error"},
+			wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown", "Error"},
 		},
 	}
 	for name, tc := range cases {
@@ -298,21 +306,14 @@ func TestUpdatePodStatus(t *testing.T) {
 				}
 			}
 			for i, want := range tc.wantContainers {
-				terminated := status.ContainerStatuses[i].State.Terminated
-				if got := ""; terminated != nil {
-					got = terminated.Reason
-					if got != want {
-						t.Errorf("container %s: terminated reason %q, want %q", status.ContainerStatuses[i].Name, got, want)
-					}
-					if got == PodFailedReason && terminated.ExitCode != NeverStartedExitCode {
-						t.Errorf("container %s: exit code %d, want %d", status.ContainerStatuses[i].Name, terminated.ExitCode, NeverStartedExitCode)
-					}
-					// When the pod failed: the condition's transition time, stable across status updates.
-					if got == PodFailedReason && (terminated.FinishedAt.IsZero() || !terminated.FinishedAt.Equal(&status.Conditions[1].LastTransitionTime)) {
-						t.Errorf("container %s: finished at %v, want the condition's transition time %v", status.ContainerStatuses[i].Name, terminated.FinishedAt, status.Conditions[1].LastTransitionTime)
-					}
-				} else if want != "" {
-					t.Errorf("container %s: not terminated, want reason %q", status.ContainerStatuses[i].Name, want)
+				c := &status.ContainerStatuses[i]
+				if got := stateReason(c); got != want {
+					t.Errorf("container %s: state reason %q, want %q", c.Name, got, want)
+				}
+				// Never started: waiting, with no exit code and no
+				// timestamps to report (kubectl describe prints none).
+				if want == PodFailedReason && (c.State.Waiting == nil || c.State.Terminated != nil || c.State.Waiting.Message != neverStartedMessage) {
+					t.Errorf("container %s: state %+v, want waiting with the never-started message", c.Name, c.State)
 				}
 			}
 			if IsPodConditionType(PodConditionType) == tc.disabled {
@@ -368,7 +369,7 @@ func TestHoldBackTerminalStatus(t *testing.T) {
 
 	holdBackTerminalStatus(&status, &api)
 
-	if len(cached.Conditions) != 2 || cached.ContainerStatuses[0].State.Terminated == nil {
+	if len(cached.Conditions) != 2 || !IsNeverStartedMark(&cached.ContainerStatuses[0]) {
 		t.Errorf("the cached status changed: %+v", cached)
 	}
 
@@ -442,8 +443,9 @@ func TestMergePodStatus(t *testing.T) {
 		wantPhase     v1.PodPhase
 	}{
 		// kubelet.rejectPod's minimal status, published late by the status
-		// manager after the pod finished terminating.
-		"rejected, published terminal": {gate: true, status: rejected(), wantCondition: true, wantPhase: v1.PodFailed},
+		// manager after the pod finished terminating: held back whole, the
+		// full status (UpdatePodStatus's condition) follows.
+		"rejected, published terminal": {gate: true, status: rejected(), wantPhase: v1.PodPending},
 		"full, published terminal":     {gate: true, status: full(), wantCondition: true, wantPhase: v1.PodFailed},
 		"full, phase held back": {gate: true, wantPhase: v1.PodPending, status: func() v1.PodStatus {
 			s := full()
@@ -464,8 +466,8 @@ func TestMergePodStatus(t *testing.T) {
 			if status.Phase != tc.wantPhase {
 				t.Errorf("phase %s, want %s", status.Phase, tc.wantPhase)
 			}
-			if status.Phase != v1.PodFailed && hasNeverStartedTerminated(&status) {
-				t.Errorf("never-started container reported terminated without phase Failed: %+v", status.ContainerStatuses)
+			if status.Phase != v1.PodFailed && hasNeverStartedMark(&status) {
+				t.Errorf("never-started container marked without phase Failed: %+v", status.ContainerStatuses)
 			}
 			if i, has := conditionIndex(&status); has && (status.Conditions[i].Status != v1.ConditionTrue || status.Conditions[i].Message != "Pod was rejected: boom") {
 				t.Errorf("condition %+v", status.Conditions[i])
@@ -508,4 +510,55 @@ func TestMergePodStatusGateOffIsStock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Issue 26, defect 4: the condition is created in one place (UpdatePodStatus)
+// and its lastTransitionTime never moves, whatever order the status manager
+// publishes kubelet.rejectPod's minimal status and the full status in.
+func TestMergePodStatusStampsConditionOnce(t *testing.T) {
+	enableFeature(t, true)
+	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
+	full := v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}
+	UpdatePodStatus(&full, &rejected)
+	i, ok := conditionIndex(&full)
+	if !ok {
+		t.Fatalf("UpdatePodStatus added no condition: %+v", full)
+	}
+	stamped := full.Conditions[i].LastTransitionTime
+	pending := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}
+
+	// 1. The minimal status first: held back whole, the API keeps its phase.
+	minimal := rejected
+	MergePodStatus(&minimal, &pending)
+	if minimal.Phase != v1.PodPending || minimal.Reason != "" || minimal.Message != "" {
+		t.Errorf("minimal status published with %s/%q/%q, want it held back to the API's", minimal.Phase, minimal.Reason, minimal.Message)
+	}
+	if _, has := conditionIndex(&minimal); has {
+		t.Errorf("condition created outside UpdatePodStatus: %+v", minimal.Conditions)
+	}
+	// 2. The full status: published with UpdatePodStatus's condition.
+	published := *full.DeepCopy()
+	MergePodStatus(&published, &pending)
+	if j, has := conditionIndex(&published); !has || published.Phase != v1.PodFailed || !published.Conditions[j].LastTransitionTime.Equal(&stamped) {
+		t.Fatalf("full status published as %+v, want phase Failed and the condition stamped %v", published, stamped)
+	}
+	// 3. The minimal status again, later (a batch captured earlier): it
+	// takes the API's condition, with its time.
+	late := rejected
+	MergePodStatus(&late, &published)
+	j, has := conditionIndex(&late)
+	if !has || late.Phase != v1.PodFailed || !late.Conditions[j].LastTransitionTime.Equal(&stamped) {
+		t.Errorf("late minimal status published as %+v, want phase Failed and the API's condition stamped %v", late, stamped)
+	}
+}
+
+// stateReason is the reason of c's state: waiting or terminated, "" when running.
+func stateReason(c *v1.ContainerStatus) string {
+	switch {
+	case c.State.Waiting != nil:
+		return c.State.Waiting.Reason
+	case c.State.Terminated != nil:
+		return c.State.Terminated.Reason
+	}
+	return ""
 }

@@ -34,6 +34,7 @@ type PrepareFailures struct {
 // NewPrepareFailures starts collecting for pod. claims are the ResourceClaims
 // being prepared, by UID; they name the devices of a failing claim.
 func NewPrepareFailures(pod *v1.Pod, claims map[types.UID]*resourceapi.ResourceClaim) *PrepareFailures {
+	registerMetrics()
 	return &PrepareFailures{enabled: Enabled(), pod: pod, claims: claims}
 }
 
