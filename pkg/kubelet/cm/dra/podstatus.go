@@ -108,10 +108,10 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 // containers that never started a waiting state that names the cause
 // instead of ContainerCreating. Other pods are left alone.
 //
-// Never-started containers stay waiting, as upstream leaves the containers
-// of any pod that turned terminal before they started (a pod whose
-// activeDeadlineSeconds passed in ContainerCreating, say): they have no exit
-// code and no start time to report. A Job's podFailurePolicy onExitCodes
+// Never-started containers stay waiting (upstream's TerminatePod would make
+// them ContainerStatusUnknown, exit code 137; patch 0004 keeps our mark, see
+// IsNeverStartedMark): they have no exit code and no start time to
+// report. A Job's podFailurePolicy onExitCodes
 // rules skip containers that are not terminated, so no exit-code rule can
 // misread a DRA failure; the PodConditionType condition is what a rule
 // matches. The phase is pinned to Failed here, whatever the containers say.
