@@ -5,6 +5,7 @@
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
+	kind-up kind-down kind-demo test-kind \
 	verify-patches verify-adoption test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
@@ -42,8 +43,21 @@ release:
 verify-release:
 	hack/verify-release.sh
 
+# kind: node images built with nothing from a registry, a three-node cluster, the demo there.
 kind-image:
 	hack/kind-image.sh
+
+kind-up:
+	hack/kind-up.sh
+
+kind-down:
+	hack/kind-down.sh
+
+kind-demo:
+	hack/kind-demo.sh
+
+test-kind:
+	hack/test-kind.sh
 
 verify-patches:
 	hack/verify-patches.sh

@@ -6,7 +6,8 @@
 # builds _output/bin/kubelet and _output/bin/kubelet-stock):
 #   - kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: k8s.io/kubernetes at
 #     KUBE_VERSION through this repo's go.mod (tool directives keep them in the module graph);
-#   - etcd: go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, same module graph;
+#     (static, as upstream releases them);
+#   - etcd: go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, same module graph (static);
 #   - containerd, containerd-shim-runc-v2, ctr: CONTAINERD_VERSION, installed with `go install`;
 #   - local-cluster (cmd/local-cluster), dra-test-driver, dra-failfast-demo, dra-failfast-bench, dra-failfast-check,
 #     upstream-e2e, test-workload (cmd/test-workload), imagepack (hack/imagepack);
@@ -66,8 +67,10 @@ build_kube() {
   [ "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" = "${KUBE_VERSION}" ] ||
     die "go.mod does not require k8s.io/kubernetes ${KUBE_VERSION} (its tool directives were dropped?)"
   kube_build_flags
-  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION})"
-  go build "${KUBE_BUILD_FLAGS[@]}" -o "${BIN_DIR}/" \
+  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}, static)"
+  # Static, as upstream releases them: the kind node images (hack/kind-image.sh) pack the same
+  # binaries into images that have no C library.
+  CGO_ENABLED=0 go build "${KUBE_BUILD_FLAGS[@]}" -o "${BIN_DIR}/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
@@ -76,7 +79,7 @@ build_kube() {
 
 build_etcd() {
   log "building etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
-  go build -trimpath -ldflags="-s -w" -o "${BIN_DIR}/etcd" go.etcd.io/etcd/server/v3
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "${BIN_DIR}/etcd" go.etcd.io/etcd/server/v3
 }
 
 build_containerd() {

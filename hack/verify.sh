@@ -30,7 +30,7 @@ gofmt_clean() {
 
 go_vet() {
   local mod
-  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... || return 1
+  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... && go vet -tags kindcluster ./test/kind/ || return 1
   for mod in "${LIBRARY_MODULES[@]}" "${EXAMPLE_MODULE}"; do
     (cd "${mod}" && GOWORK=off go vet ./...) || return 1
   done
@@ -41,7 +41,7 @@ shellcheck_scripts() {
     [ "$(id -u)" -eq 0 ] || { echo "shellcheck is not installed (apt-get install shellcheck)"; return 1; }
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck > /dev/null
   fi
-  shellcheck -x hack/*.sh .ci/run
+  shellcheck -x hack/*.sh hack/kind/*.sh .ci/run
 }
 
 check gofmt gofmt_clean

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -25,28 +26,50 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 func main() {
 	keep := flag.Bool("keep", false, "leave the cluster and the driver running and print how to use them")
 	kubelet := flag.String("kubelet", "", "kubelet binary (default: the fork, _output/bin/kubelet)")
+	kind := flag.String("kind-kubeconfig", "", "run the demo on the kind cluster of this kubeconfig, with the test driver deployed (make kind-demo)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *kubelet, *keep); err != nil {
+	demo := func() error { return run(ctx, *kubelet, *keep) }
+	if *kind != "" {
+		demo = func() error { return runKind(ctx, *kind) }
+	}
+	if err := demo(); err != nil {
 		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// cluster is what the demo's steps need of a cluster: the local one or kind's.
+type cluster interface {
+	Client() kubernetes.Interface
+	Kubectl(ctx context.Context, args ...string) *exec.Cmd
 }
 
 type outcome struct {
 	name, want, got string
 	elapsed         time.Duration
 	ok              bool
+	// ns is the pod's namespace when not "default".
+	ns string
+}
+
+func (o outcome) namespace() string {
+	if o.ns == "" {
+		return "default"
+	}
+	return o.ns
 }
 
 func run(ctx context.Context, kubelet string, keep bool) (err error) {
@@ -112,11 +135,17 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	if err != nil {
 		return err
 	}
+	return summarize(results, stats)
+}
+
+// summarize prints one line per outcome, with the driver's calls for its pod's claim, and fails
+// unless every outcome was as expected.
+func summarize(results []outcome, stats *testdriver.Stats) error {
 	section("Summary")
 	failed := 0
 	for _, r := range results {
 		calls := ""
-		if claim, ok := e2eframework.PodClaim(stats, "default", r.name); ok {
+		if claim, ok := e2eframework.PodClaim(stats, r.namespace(), r.name); ok {
 			calls = fmt.Sprintf(", driver calls: %d prepare / %d unprepare", claim.PrepareCalls, claim.UnprepareCalls)
 		}
 		mark := "OK  "
@@ -132,7 +161,7 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 }
 
 // demoPod applies the manifest <name>.yaml, waits until done, and shows the pod.
-func demoPod(ctx context.Context, c *localcluster.Cluster, dir, name, want string, done func(*v1.Pod) bool) outcome {
+func demoPod(ctx context.Context, c cluster, dir, name, want string, done func(*v1.Pod) bool) outcome {
 	start := time.Now()
 	kubectl(ctx, c, "apply", "-f", filepath.Join(dir, name+".yaml"))
 	pod, err := e2eframework.WaitForPod(ctx, c.Client(), "default", name, 3*time.Minute, done)
@@ -150,7 +179,7 @@ func demoPod(ctx context.Context, c *localcluster.Cluster, dir, name, want strin
 // demoDenied applies the claim template of permanent.yaml (invalid device
 // config) under another name and shows that the driver's webhook refuses it
 // with the driver's validation message.
-func demoDenied(ctx context.Context, c *localcluster.Cluster, dir string) outcome {
+func demoDenied(ctx context.Context, c cluster, dir string) outcome {
 	start := time.Now()
 	data, err := os.ReadFile(filepath.Join(dir, "permanent.yaml"))
 	result := outcome{name: "webhook", want: "apply denied", got: "apply admitted"}
@@ -189,7 +218,7 @@ func section(title string) {
 }
 
 // kubectl runs kubectl against the cluster and prints the command and its output.
-func kubectl(ctx context.Context, c *localcluster.Cluster, args ...string) {
+func kubectl(ctx context.Context, c cluster, args ...string) {
 	fmt.Printf("\n$ kubectl %s\n", strings.Join(args, " "))
 	cmd := c.Kubectl(ctx, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout

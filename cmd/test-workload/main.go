@@ -10,13 +10,20 @@
 // In "pause" mode it is the pod sandbox's pause process: it prints nothing, reaps any child
 // that is re-parented to it and exits 0 on SIGTERM or SIGINT.
 //
+// In "serve" mode it answers every HTTP request on --listen with its host name (the pod's name),
+// until SIGTERM or SIGINT. In "fetch" mode it GETs --url until an answer comes or --exit-after
+// has passed, prints the answer and exits 0, or exits 1: the kind clusters' network check.
+//
 // It is built static (CGO_ENABLED=0) and is the only file of the images
 // dra-failfast.local/workload and dra-failfast.local/pause.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -26,8 +33,10 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "workload", `"workload" or "pause"`)
-	exitAfter := flag.Duration("exit-after", 0, "exit 0 after this duration (0: run until SIGTERM)")
+	mode := flag.String("mode", "workload", `"workload", "pause", "serve" or "fetch"`)
+	exitAfter := flag.Duration("exit-after", 0, "workload: exit 0 after this duration (0: run until SIGTERM); fetch: give up after it")
+	listen := flag.String("listen", ":8080", "serve: address to listen on")
+	url := flag.String("url", "", "fetch: URL to GET")
 	flag.Parse()
 
 	switch *mode {
@@ -35,6 +44,10 @@ func main() {
 		os.Exit(workload(*exitAfter))
 	case "pause":
 		os.Exit(pause())
+	case "serve":
+		os.Exit(serve(*listen))
+	case "fetch":
+		os.Exit(fetch(*url, *exitAfter))
 	default:
 		fmt.Fprintf(os.Stderr, "test-workload: unknown --mode %q\n", *mode)
 		os.Exit(2)
@@ -95,4 +108,51 @@ func pause() int {
 		}
 	}
 	return 0
+}
+
+func serve(listen string) int {
+	host, _ := os.Hostname()
+	server := &http.Server{Addr: listen, ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, host) })}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		_ = server.Shutdown(context.Background())
+	}()
+	fmt.Printf("test-workload: serving %s on %s\n", host, listen)
+	if err := server.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintf(os.Stderr, "test-workload: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func fetch(url string, giveUpAfter time.Duration) int {
+	if url == "" {
+		fmt.Fprintln(os.Stderr, "test-workload: --mode=fetch needs --url")
+		return 2
+	}
+	if giveUpAfter <= 0 {
+		giveUpAfter = time.Minute
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(giveUpAfter)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, readErr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if readErr == nil && resp.StatusCode == http.StatusOK {
+				fmt.Printf("test-workload: %s answered: %s", url, body)
+				return 0
+			}
+			err = fmt.Errorf("status %d, read error %v", resp.StatusCode, readErr)
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "test-workload: %s: no answer in %v, last error: %v\n", url, giveUpAfter, err)
+			return 1
+		}
+		time.Sleep(time.Second)
+	}
 }

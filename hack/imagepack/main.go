@@ -45,8 +45,12 @@ type Options struct {
 	// Env is the image's environment, NAME=VALUE. Default PATH=/ unless Env sets PATH.
 	Env []string
 	// Links are absolute paths in the image made symbolic links to the binary, for a
-	// multi-call binary such as busybox (/bin/sh, /bin/sleep, ...).
+	// multi-call binary such as busybox (/bin/sh, /bin/sleep, ...), or for a binary that
+	// must be found at a fixed path (/usr/local/bin/kube-proxy).
 	Links []string
+	// BaseLayer is an optional uncompressed layer tarball (a root file system) put under the
+	// binary's layer, for binaries that run other programs (kube-proxy runs iptables).
+	BaseLayer string
 }
 
 type descriptor struct {
@@ -97,6 +101,7 @@ func main() {
 	flag.StringVar(&entrypoint, "entrypoint", "", "comma-separated entrypoint (default: /<binary name>)")
 	flag.StringVar(&env, "env", "", "comma-separated NAME=VALUE environment of the image")
 	flag.StringVar(&links, "links", "", "comma-separated absolute paths in the image to make symbolic links to the binary")
+	flag.StringVar(&opts.BaseLayer, "base-layer", "", "uncompressed layer tarball to put under the binary's layer (optional)")
 	flag.StringVar(&output, "output", "", "tarball to write (required)")
 	flag.Parse()
 	if opts.Binary == "" || opts.Name == "" || output == "" || flag.NArg() != 0 {
@@ -154,6 +159,17 @@ func Pack(w io.Writer, opts Options) error {
 	if err != nil {
 		return err
 	}
+	layers := [][]byte{layer}
+	if opts.BaseLayer != "" {
+		base, err := os.ReadFile(opts.BaseLayer)
+		if err != nil {
+			return fmt.Errorf("reading base layer: %w", err)
+		}
+		if _, err := tar.NewReader(bytes.NewReader(base)).Next(); err != nil {
+			return fmt.Errorf("base layer %s is not an uncompressed tarball: %w", opts.BaseLayer, err)
+		}
+		layers = [][]byte{base, layer}
+	}
 
 	var cfg imageConfig
 	cfg.Architecture = runtime.GOARCH
@@ -168,7 +184,9 @@ func Pack(w io.Writer, opts Options) error {
 	}
 	cfg.Config.WorkingDir = "/"
 	cfg.RootFS.Type = "layers"
-	cfg.RootFS.DiffIDs = []string{digest(layer)}
+	for _, l := range layers {
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, digest(l))
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return err
@@ -178,7 +196,9 @@ func Pack(w io.Writer, opts Options) error {
 		SchemaVersion: 2,
 		MediaType:     mediaTypeManifest,
 		Config:        descriptor{MediaType: mediaTypeConfig, Digest: digest(cfgJSON), Size: int64(len(cfgJSON))},
-		Layers:        []descriptor{{MediaType: mediaTypeLayer, Digest: digest(layer), Size: int64(len(layer))}},
+	}
+	for _, l := range layers {
+		man.Layers = append(man.Layers, descriptor{MediaType: mediaTypeLayer, Digest: digest(l), Size: int64(len(l))})
 	}
 	manJSON, err := json.Marshal(man)
 	if err != nil {
@@ -211,7 +231,6 @@ func Pack(w io.Writer, opts Options) error {
 	}{
 		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		{"index.json", idxJSON},
-		{blobPath(layer), layer},
 		{blobPath(cfgJSON), cfgJSON},
 		{blobPath(manJSON), manJSON},
 	}
@@ -220,6 +239,12 @@ func Pack(w io.Writer, opts Options) error {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
 			return err
 		}
+	}
+	for _, l := range layers {
+		files = append(files, struct {
+			name string
+			data []byte
+		}{blobPath(l), l})
 	}
 	for _, f := range files {
 		if err := writeTarFile(tw, f.name, 0o644, f.data); err != nil {

@@ -135,3 +135,58 @@ func tarEntries(t *testing.T, archive []byte) iter.Seq2[*tar.Header, []byte] {
 		}
 	}
 }
+
+// TestPackBaseLayer: the base layer comes first, as is, and the binary's layer on top; a base
+// that is not a tarball is refused with its name.
+func TestPackBaseLayer(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base bytes.Buffer
+	tw := tar.NewWriter(&base)
+	if err := writeTarFile(tw, "usr/sbin/iptables", 0o755, []byte("#!/bin/sh\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	basePath := filepath.Join(dir, "base.tar")
+	if err := os.WriteFile(basePath, base.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	opts := Options{Binary: exe, Name: "dra-failfast.local/test:v1", BaseLayer: basePath}
+	if err := Pack(&out, opts); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	files := map[string][]byte{}
+	for hdr, data := range tarEntries(t, out.Bytes()) {
+		files[hdr.Name] = data
+	}
+	var idx index
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	var man manifest
+	if err := json.Unmarshal(files["blobs/"+strings.Replace(idx.Manifests[0].Digest, ":", "/", 1)], &man); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	wantBase := fmt.Sprintf("sha256:%x", sha256.Sum256(base.Bytes()))
+	if len(man.Layers) != 2 || man.Layers[0].Digest != wantBase {
+		t.Fatalf("layers = %v, want the base layer %s first and the binary's second", man.Layers, wantBase)
+	}
+	if !bytes.Equal(files["blobs/"+strings.Replace(wantBase, ":", "/", 1)], base.Bytes()) {
+		t.Error("the base layer blob is not the base tarball as is")
+	}
+
+	notTar := filepath.Join(dir, "not.tar")
+	if err := os.WriteFile(notTar, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = Pack(io.Discard, Options{Binary: exe, Name: "dra-failfast.local/test:v1", BaseLayer: notTar})
+	if err == nil || !strings.Contains(err.Error(), notTar) {
+		t.Errorf("Pack with a base layer that is not a tarball: err = %v, want one naming %s", err, notTar)
+	}
+}

@@ -156,8 +156,8 @@ func TestGateReachesKubeletsOnly(t *testing.T) {
 			t.Errorf("%s gets %s: a stock control plane refuses a gate it does not know", component, gate)
 		}
 	}
-	if controlPlanes != 1 || workers != 1 {
-		t.Errorf("%d control-plane and %d worker nodes, want the 2-node cluster of docs/kind.md", controlPlanes, workers)
+	if controlPlanes != 1 || workers != 2 {
+		t.Errorf("%d control-plane and %d worker nodes, want the 3-node cluster of docs/kind.md", controlPlanes, workers)
 	}
 }
 
@@ -174,6 +174,16 @@ func TestCDIEnabled(t *testing.T) {
 	t.Errorf("no containerd config patch sets enable_cdi = true in the CRI plugin: %q", cluster.ContainerdConfigPatches)
 }
 
+// kindSetting returns the value of NAME=VALUE in hack/kind/lib.sh, quotes removed.
+func kindSetting(t *testing.T, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindStringSubmatch(string(repoFile(t, "hack", "kind", "lib.sh")))
+	if m == nil {
+		t.Fatalf("hack/kind/lib.sh sets no %s", name)
+	}
+	return strings.Trim(m[1], `"`)
+}
+
 // The nodes run the image that hack/kind-image.sh builds:
 // dra-failfast/kind-node:<KUBE_VERSION>-dra-failfast.<FORK_REVISION>, as set in hack/lib.sh.
 func TestNodeImagesAreTheForks(t *testing.T) {
@@ -184,16 +194,78 @@ func TestNodeImagesAreTheForks(t *testing.T) {
 		t.Fatal("hack/lib.sh sets no KUBE_VERSION or FORK_REVISION")
 	}
 	want := "dra-failfast/kind-node:" + version[1] + "-dra-failfast." + revision[1]
-	if script := string(repoFile(t, "hack", "kind-image.sh")); !strings.Contains(script, `image="dra-failfast/kind-node:${FORK_VERSION}"`) {
-		t.Error("hack/kind-image.sh no longer names the image dra-failfast/kind-node:${FORK_VERSION}")
+	if got := kindSetting(t, "KIND_NODE_IMAGE"); got != "dra-failfast/kind-node:${FORK_VERSION}" {
+		t.Errorf("hack/kind/lib.sh names the node image %q, want dra-failfast/kind-node:${FORK_VERSION}", got)
 	}
 	for i, node := range loadCluster(t).Nodes {
 		if node.Image != want {
 			t.Errorf("node %d image %q, want %q", i, node.Image, want)
 		}
 	}
+	// The registry route: kind publishes kindest/node:v1.37.0 for kind v0.33.0, and no v1.37.1.
 	dockerfile := string(repoFile(t, "deploy", "kind", "Dockerfile"))
-	if !regexp.MustCompile(`(?m)^ARG KIND_NODE_IMAGE=kindest/node:` + regexp.QuoteMeta(version[1]) + `$`).MatchString(dockerfile) {
-		t.Errorf("deploy/kind/Dockerfile's default base is not kindest/node:%s", version[1])
+	if !regexp.MustCompile(`(?m)^ARG KIND_NODE_IMAGE=kindest/node:v1\.37\.0$`).MatchString(dockerfile) {
+		t.Error("deploy/kind/Dockerfile's default base is not kindest/node:v1.37.0, the v1.37 image kind v0.33.0 publishes")
+	}
+}
+
+// Nothing is pulled: kubeadm's imageRepository is the name the node images preload their images
+// under, and the kubelets start on cgroup v1 hosts.
+func TestImagesArePreloadedNames(t *testing.T) {
+	cluster := loadCluster(t)
+	repository := kindSetting(t, "KIND_IMAGE_REPOSITORY")
+	var imageRepository string
+	failCgroupV1 := true
+	for _, patch := range cluster.KubeadmConfigPatches {
+		var target patchTarget
+		if err := yaml.Unmarshal([]byte(patch), &target); err != nil {
+			t.Fatal(err)
+		}
+		switch target.Kind {
+		case "ClusterConfiguration":
+			var config kubeadmv1beta4.ClusterConfiguration
+			if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
+				t.Fatal(err)
+			}
+			imageRepository = config.ImageRepository
+		case "KubeletConfiguration":
+			var config kubeletv1beta1.KubeletConfiguration
+			if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
+				t.Fatal(err)
+			}
+			if config.FailCgroupV1 != nil {
+				failCgroupV1 = *config.FailCgroupV1
+			}
+		}
+	}
+	if imageRepository != repository {
+		t.Errorf("kubeadm imageRepository %q, want %q (hack/kind/lib.sh KIND_IMAGE_REPOSITORY)", imageRepository, repository)
+	}
+	if failCgroupV1 {
+		t.Error("the KubeletConfiguration patch does not set failCgroupV1: false: kubelets refuse to start on cgroup v1 hosts")
+	}
+	if cluster.Networking.DisableDefaultCNI {
+		t.Error("disableDefaultCNI: the node image's pod network (deploy/kind/node/manifests/default-cni.yaml) would not be installed")
+	}
+}
+
+// The pod network kind installs from the node image: kind fills in the pod subnet only when the
+// manifest carries its template marker, and the flannel image is the one make kind-image packs.
+func TestPodNetworkManifest(t *testing.T) {
+	manifest := string(repoFile(t, "deploy", "kind", "node", "manifests", "default-cni.yaml"))
+	for _, want := range []string{
+		"would you kindly template this file",
+		`"Network": "{{ .PodSubnet }}"`,
+		"image: " + kindSetting(t, "KIND_IMAGE_REPOSITORY") + "/flannel:" + kindSetting(t, "FLANNEL_VERSION"),
+	} {
+		if !strings.Contains(manifest, want) {
+			t.Errorf("deploy/kind/node/manifests/default-cni.yaml lacks %q", want)
+		}
+	}
+	for i, doc := range strings.Split(manifest, "\n---\n") {
+		var object map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &object); err != nil || object["kind"] == nil {
+			t.Errorf("document %d of default-cni.yaml is not a Kubernetes object: %v", i, err)
+		}
 	}
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# The container engine the kind scripts use: Docker Engine from Debian's packages (docker.io),
+# installed when absent and run as a plain process (no systemd needed), with all its state under
+# _output/kind/docker and /run/dra-failfast-docker. It never touches the host's firewall: no
+# iptables rules, no FORWARD policy, no IP forwarding, no docker0 bridge; kind's nodes talk over
+# kind's own bridge network, and the API server is published by docker-proxy. Every container runs
+# through hack/kind/runtime-wrapper (the host cannot grant every capability `--privileged` asks for).
+#
+# Usage: hack/kind/engine.sh start|stop|status|env
+#   start   install docker.io if needed, start the daemon unless it already runs
+#   stop    stop the daemon, unmount what it left, check nothing of it remains
+#   env     print the DOCKER_HOST line to eval in a shell
+# A docker already on the machine is left alone; set DOCKER_HOST yourself to use it instead.
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# shellcheck source=hack/kind/lib.sh
+source "${REPO_ROOT}/hack/kind/lib.sh"
+
+ENGINE_STATE="${KIND_DIR}/docker"
+ENGINE_RUN=/run/dra-failfast-docker
+ENGINE_SOCKET="${ENGINE_RUN}/docker.sock"
+ENGINE_PID="${ENGINE_RUN}/docker.pid"
+RUNTIME_NAME=dra-failfast-runc
+
+engine_running() {
+  [ -f "${ENGINE_PID}" ] && kill -0 "$(cat "${ENGINE_PID}")" 2>/dev/null
+}
+
+install_engine() {
+  command -v dockerd > /dev/null && return 0
+  log "installing Debian's docker.io (services are not started: this script runs the daemon)"
+  apt-get update -qq
+  # policy-rc.d 101: the package's init scripts must not start a second daemon.
+  local policy=/usr/sbin/policy-rc.d restore=false
+  if [ ! -e "${policy}" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "${policy}"
+    chmod +x "${policy}"
+    restore=true
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io > /dev/null
+  ! ${restore} || rm -f "${policy}"
+}
+
+start_engine() {
+  if engine_running; then
+    log "docker: already running (${ENGINE_SOCKET})"
+    return 0
+  fi
+  install_engine
+  [ -x "${KIND_BIN}/runtime-wrapper" ] || go build -o "${KIND_BIN}/" "${REPO_ROOT}/hack/kind/runtime-wrapper"
+  mkdir -p "${ENGINE_STATE}" "${ENGINE_RUN}"
+  echo '{}' > "${ENGINE_STATE}/daemon.json"
+  log "starting dockerd (state ${ENGINE_STATE#"${REPO_ROOT}/"}, socket ${ENGINE_SOCKET})"
+  # setsid: the daemon outlives this script and is not killed with its process group.
+  setsid dockerd --config-file "${ENGINE_STATE}/daemon.json" \
+    --data-root "${ENGINE_STATE}/data" --exec-root "${ENGINE_RUN}/exec" --pidfile "${ENGINE_PID}" \
+    -H "unix://${ENGINE_SOCKET}" --storage-driver overlay2 \
+    --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+    --add-runtime "${RUNTIME_NAME}=${KIND_BIN}/runtime-wrapper" --default-runtime "${RUNTIME_NAME}" \
+    > "${KIND_DIR}/dockerd.log" 2>&1 < /dev/null &
+  local i
+  for i in $(seq 1 60); do
+    DOCKER_HOST="unix://${ENGINE_SOCKET}" docker version > /dev/null 2>&1 && break
+    [ "${i}" -lt 60 ] || die "dockerd did not answer in 60 s; see ${KIND_DIR#"${REPO_ROOT}/"}/dockerd.log"
+    sleep 1
+  done
+  log "docker: $(DOCKER_HOST="unix://${ENGINE_SOCKET}" docker version --format '{{.Server.Version}}') running"
+}
+
+stop_engine() {
+  if engine_running; then
+    local pid
+    pid=$(cat "${ENGINE_PID}")
+    log "stopping dockerd (pid ${pid})"
+    kill "${pid}"
+    local i
+    for i in $(seq 1 60); do
+      kill -0 "${pid}" 2>/dev/null || break
+      sleep 1
+    done
+    kill -0 "${pid}" 2>/dev/null && die "dockerd (pid ${pid}) did not stop in 60 s"
+  fi
+  # Mounts the daemon or its containerd left (they block removing the state directories).
+  local m
+  awk -v a="${ENGINE_STATE}" -v b="${ENGINE_RUN}" '$5 ~ "^" a || $5 ~ "^" b {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r m; do
+      umount -l "${m}" 2>/dev/null || true
+    done
+  rm -rf "${ENGINE_RUN}"
+  check_engine_gone
+}
+
+# check_engine_gone fails when anything of the engine remains on the host.
+check_engine_gone() {
+  local left=()
+  pgrep -f "dockerd.*${ENGINE_SOCKET}" > /dev/null && left+=("a dockerd process")
+  pgrep -f "containerd.*${ENGINE_RUN}" > /dev/null && left+=("a containerd process")
+  grep -qE "${ENGINE_STATE}|${ENGINE_RUN}" /proc/self/mountinfo && left+=("mounts under the engine's directories")
+  ip -o link show type bridge 2>/dev/null | grep -qE ': (br-[0-9a-f]{12}|docker0)[:@]' && left+=("a docker bridge")
+  iptables -S 2>/dev/null | grep -q -- '-N DOCKER' && left+=("DOCKER iptables chains")
+  [ ${#left[@]} -eq 0 ] || die "the engine left: ${left[*]}"
+  log "docker: stopped, nothing of it left on the host"
+}
+
+case "${1:-}" in
+  start) start_engine ;;
+  stop) stop_engine ;;
+  status) engine_running && echo "running: DOCKER_HOST=unix://${ENGINE_SOCKET}" || echo "stopped" ;;
+  env) echo "export DOCKER_HOST=unix://${ENGINE_SOCKET}" ;;
+  *) sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 2 ;;
+esac
