@@ -179,6 +179,26 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 	status.Phase, status.Reason, status.Message = apiStatus.Phase, apiStatus.Reason, apiStatus.Message
 }
 
+// PublishNow tells the status manager's SetPodStatus to sync status even
+// when it equals the cached one: it is a rejected pod's full Failed status
+// (phase, reason and the PodConditionType condition) that the API does not
+// show yet (pod.Status is the kubelet's last view of the API). The status
+// manager holds that status back until the pod worker has finished
+// terminating the pod (claims unprepared). The pod worker then sets the same
+// status again (SyncTerminatedPod), which upstream ignores as unchanged, so
+// the status would wait for the next sync trigger: TerminatePod, after the
+// volume manager's unmount wait (polled every 300 ms), or the 10 s resync.
+// Forcing that update publishes it as soon as it may be published. A forced
+// update only triggers a sync: the hold-back still applies, and a sync that
+// changes nothing sends nothing. With the feature gate off it is false.
+func PublishNow(pod *v1.Pod, status *v1.PodStatus) bool {
+	if !Enabled() || status.Phase != v1.PodFailed || status.Reason != PodFailedReason || pod.Status.Phase == v1.PodFailed {
+		return false
+	}
+	_, ok := conditionIndex(status)
+	return ok
+}
+
 func conditionIndex(status *v1.PodStatus) (int, bool) {
 	i := slices.IndexFunc(status.Conditions, func(c v1.PodCondition) bool { return c.Type == PodConditionType })
 	return i, i >= 0

@@ -562,3 +562,33 @@ func stateReason(c *v1.ContainerStatus) string {
 	}
 	return ""
 }
+
+func TestPublishNow(t *testing.T) {
+	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
+	full := v1.PodStatus{Phase: v1.PodFailed}
+	enableFeature(t, true)
+	UpdatePodStatus(&full, &rejected)
+	pending := &v1.Pod{Status: v1.PodStatus{Phase: v1.PodPending}}
+	failed := &v1.Pod{Status: full}
+	for _, tc := range []struct {
+		name    string
+		gateOff bool
+		pod     *v1.Pod
+		status  v1.PodStatus
+		want    bool
+	}{
+		{name: "full status, API still pending", pod: pending, status: full, want: true},
+		{name: "API already failed", pod: failed, status: full},
+		{name: "minimal status without the condition", pod: pending, status: rejected},
+		{name: "another reason", pod: pending, status: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Conditions: full.Conditions}},
+		{name: "not failed", pod: pending, status: v1.PodStatus{Phase: v1.PodPending, Conditions: full.Conditions}},
+		{name: "gate off", gateOff: true, pod: pending, status: full},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enableFeature(t, !tc.gateOff)
+			if got := PublishNow(tc.pod, &tc.status); got != tc.want {
+				t.Errorf("PublishNow = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
