@@ -110,7 +110,7 @@ func sample() *Results {
 			Pods: []PodCalls{{Prepare: 5, PrepareAt: []float64{1, 12, 80, 150, 230}}}},
 	}
 	r.Storm = Storm{
-		Fork: StormRun{Pods: 200, WindowSeconds: 300, Failed: 200, AllFailedSeconds: 40, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200, PrepareCalls: 200, UnprepareCalls: 200, KubeletEvents: 400,
+		Fork: StormRun{Pods: 200, WindowSeconds: 300, Failed: 200, AllFailedSeconds: 40, AllBoundSeconds: 35, BoundToFailed: quantilesOf([]float64{100, 300, 5000}), KubeletCPUSeconds: 10, KubeletAPIRequests: 1200, PrepareCalls: 200, UnprepareCalls: 200, KubeletEvents: 400,
 			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 8, KubeletAPIRequests: 1000}, {Seconds: 150, KubeletCPUSeconds: 9.5, KubeletAPIRequests: 1150}, {Seconds: 300, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200}}},
 		Stock: StormRun{Pods: 200, WindowSeconds: 300, AllFailedSeconds: NaN, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000, PrepareCalls: 1000, KubeletEvents: 1200,
 			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 10, KubeletAPIRequests: 2000}, {Seconds: 150, KubeletCPUSeconds: 30, KubeletAPIRequests: 5000}, {Seconds: 300, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000}}},
@@ -191,6 +191,9 @@ func TestMarkdown(t *testing.T) {
 		"## 1. Time to Failed", "## 2. Driver calls", "## 3. Storm", "## 4. Healthy path", "## 5. Transient", "## 6. Controller churn",
 		"| kubelet CPU seconds | 60.00 | 10.00 | 0.167 |",
 		"| seconds until all Failed | - | 40.0 |",
+		"| seconds until all bound to the node (control plane) | 0.0 | 35.0 |",
+		"| bound -> Failed per pod, p50 / p99 / max (ms, the kubelet's part) | - | 300 / 5000 / 5000 |",
+		"| 3 storm | 200 pods all Failed <= 10 s after creation | 40.0 s (all bound to the node after 35.0 s) | **no** |",
 		"| kubelet CPU seconds, second half of the window | 30.00 | 0.50 | 0.017 |",
 		"| kubelet API requests, second half of the window | 4000 | 50 | 0.013 |",
 		"not Failed within 5m0s",

@@ -294,13 +294,16 @@ func (e *env) kubeletEvents(ctx context.Context, ns string) (int, error) {
 type podWatcher struct {
 	mu    sync.Mutex
 	first map[string]map[v1.PodPhase]time.Time
+	// bound is when each pod was first seen bound to the node (spec.nodeName
+	// set by the scheduler): what comes before is the control plane's time.
+	bound map[string]time.Time
 	stop  context.CancelFunc
 }
 
 // watchPods starts a podWatcher for ns; call stop when done.
 func (e *env) watchPods(ctx context.Context, ns string) (*podWatcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &podWatcher{first: map[string]map[v1.PodPhase]time.Time{}, stop: cancel}
+	w := &podWatcher{first: map[string]map[v1.PodPhase]time.Time{}, bound: map[string]time.Time{}, stop: cancel}
 	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithNamespace(ns))
 	informer := factory.Core().V1().Pods().Informer()
 	seen := func(obj any) {
@@ -318,6 +321,9 @@ func (e *env) watchPods(ctx context.Context, ns string) (*podWatcher, error) {
 		}
 		if _, ok := phases[pod.Status.Phase]; !ok {
 			phases[pod.Status.Phase] = now
+		}
+		if _, ok := w.bound[pod.Name]; !ok && pod.Spec.NodeName != "" {
+			w.bound[pod.Name] = now
 		}
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -340,6 +346,14 @@ func (w *podWatcher) at(pod string, phase v1.PodPhase) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t, ok := w.first[pod][phase]
+	return t, ok
+}
+
+// boundAt returns when pod was first seen bound to the node.
+func (w *podWatcher) boundAt(pod string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.bound[pod]
 	return t, ok
 }
 

@@ -88,6 +88,9 @@ func (r *Results) Markdown() string {
 	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
 	t.row("pods Failed", strconv.Itoa(s.Stock.Failed), strconv.Itoa(s.Fork.Failed), "")
 	t.row("seconds until all Failed", formatNumber(s.Stock.AllFailedSeconds, 1), formatNumber(s.Fork.AllFailedSeconds, 1), "")
+	t.row("seconds until all bound to the node (control plane)", formatNumber(s.Stock.AllBoundSeconds, 1), formatNumber(s.Fork.AllBoundSeconds, 1), "")
+	t.row("bound -> Failed per pod, p50 / p99 / max (ms, the kubelet's part)", "-",
+		formatNumber(s.Fork.BoundToFailed.P50, 0)+" / "+formatNumber(s.Fork.BoundToFailed.P99, 0)+" / "+formatNumber(s.Fork.BoundToFailed.Max, 0), "")
 	t.compare("kubelet CPU seconds", Number(s.Stock.KubeletCPUSeconds), Number(s.Fork.KubeletCPUSeconds), 2)
 	t.compare("kubelet API requests", Number(s.Stock.KubeletAPIRequests), Number(s.Fork.KubeletAPIRequests), 0)
 	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)

@@ -238,11 +238,18 @@ type StormRun struct {
 	Failed        int     `json:"failed"`
 	// AllFailedSeconds: from the first create to the last pod Failed, NaN
 	// if not all failed within the window.
-	AllFailedSeconds   Number  `json:"allFailedSeconds"`
-	KubeletCPUSeconds  float64 `json:"kubeletCPUSeconds"`
-	KubeletAPIRequests float64 `json:"kubeletAPIRequests"`
-	PrepareCalls       int     `json:"prepareCalls"`
-	UnprepareCalls     int     `json:"unprepareCalls"`
+	AllFailedSeconds Number `json:"allFailedSeconds"`
+	// AllBoundSeconds: from the first create to the last pod bound to the
+	// node (the control plane's part: claims created from templates,
+	// allocated, pods scheduled), NaN if not all were bound.
+	AllBoundSeconds Number `json:"allBoundSeconds"`
+	// BoundToFailed: per pod, from bound to the node to Failed (ms): the
+	// kubelet's part.
+	BoundToFailed      Quantiles `json:"boundToFailedMs"`
+	KubeletCPUSeconds  float64   `json:"kubeletCPUSeconds"`
+	KubeletAPIRequests float64   `json:"kubeletAPIRequests"`
+	PrepareCalls       int       `json:"prepareCalls"`
+	UnprepareCalls     int       `json:"unprepareCalls"`
 	// KubeletEvents counts the kubelet's Event writes in the namespace
 	// (each Event's count: a repeated Event is one update each time).
 	KubeletEvents int `json:"kubeletEvents"`

@@ -168,26 +168,44 @@ func (e *env) storm(ctx context.Context) (run StormRun, err error) {
 	end := timeline[len(timeline)-1]
 	run = StormRun{Pods: e.sizes.StormPods, WindowSeconds: e.sizes.StormWindow.Seconds(), AllFailedSeconds: NaN,
 		KubeletCPUSeconds: end.KubeletCPUSeconds, KubeletAPIRequests: end.KubeletAPIRequests, Timeline: timeline}
-	var last time.Time
+	run.AllBoundSeconds = NaN
+	var last, lastBound time.Time
+	var boundToFailed []float64
+	bound := 0
 	for _, name := range podNames("storm", e.sizes.StormPods) {
+		b, isBound := w.boundAt(name)
+		if isBound {
+			bound++
+			if b.After(lastBound) {
+				lastBound = b
+			}
+		}
 		if t, ok := w.at(name, v1.PodFailed); ok {
 			run.Failed++
 			if t.After(last) {
 				last = t
+			}
+			if isBound {
+				boundToFailed = append(boundToFailed, float64(t.Sub(b).Microseconds())/1000)
 			}
 		}
 	}
 	if run.Failed == run.Pods {
 		run.AllFailedSeconds = Number(last.Sub(start).Seconds())
 	}
+	if bound == run.Pods {
+		run.AllBoundSeconds = Number(lastBound.Sub(start).Seconds())
+	}
+	run.BoundToFailed = quantilesOf(boundToFailed)
 	if run.PrepareCalls, run.UnprepareCalls, err = e.driverCalls(ctx, ns); err != nil {
 		return run, err
 	}
 	if run.KubeletEvents, err = e.kubeletEvents(ctx, ns); err != nil {
 		return run, err
 	}
-	e.logf("storm on %s: %d of %d Failed (all in %s s), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes",
-		e.current, run.Failed, run.Pods, formatNumber(run.AllFailedSeconds, 1), run.KubeletCPUSeconds, run.KubeletAPIRequests, run.PrepareCalls, run.UnprepareCalls, run.KubeletEvents)
+	e.logf("storm on %s: %d of %d Failed (all in %s s, all bound in %s s, bound -> Failed p50 %s ms, max %s ms), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes",
+		e.current, run.Failed, run.Pods, formatNumber(run.AllFailedSeconds, 1), formatNumber(run.AllBoundSeconds, 1),
+		formatNumber(run.BoundToFailed.P50, 0), formatNumber(run.BoundToFailed.Max, 0), run.KubeletCPUSeconds, run.KubeletAPIRequests, run.PrepareCalls, run.UnprepareCalls, run.KubeletEvents)
 	return run, nil
 }
 
