@@ -2,12 +2,16 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# Deploys the test DRA driver into the kind cluster the way drivers are deployed (deploy/test-driver):
-# builds its image (static binary, hack/imagepack), loads it into every node, makes the webhook's
-# serving certificate (a CA of its own, _output/kind/webhook), and applies the RBAC, the kubelet
+# Deploys a DRA driver into the kind cluster the way drivers are deployed (deploy/DRIVER): builds
+# its image (static binary, hack/imagepack), loads it into every node, makes the webhook's serving
+# certificate (a CA of its own, _output/kind/DRIVER-webhook), and applies the RBAC, the kubelet
 # plugin DaemonSet, the webhook Deployment, Service and ValidatingWebhookConfiguration (caBundle
-# filled in) and the DeviceClass. Waits until every node's plugin is ready and has published its
-# devices, and the webhook answers. Run after make kind-up; idempotent.
+# filled in) and the DeviceClass. Waits until the plugin runs on every node it is scheduled to and
+# has published its devices there, and the webhook is ready. Run after make kind-up; idempotent.
+#
+# Usage: hack/kind-deploy-driver.sh [DRIVER...]
+#   test-driver  cmd/dra-test-driver, the driver whose failures the tests choose (default)
+#   gpu-driver   examples/gpu-driver, the example driver authors copy (built from its own module)
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hack/kind/lib.sh
@@ -15,40 +19,63 @@ source "${REPO_ROOT}/hack/kind/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 kind_env
 
-image=dra-failfast.local/dra-test-driver:v1
-namespace=dra-test-driver
-service=dra-test-driver-webhook
-certs="${KIND_DIR}/webhook"
-
-CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${KIND_BIN}/dra-test-driver" ./cmd/dra-test-driver
-"${OUTPUT_DIR}/bin/imagepack" --binary "${KIND_BIN}/dra-test-driver" --name "${image}" --output "${KIND_IMAGES}/driver/dra-test-driver.tar"
-kind load image-archive "${KIND_IMAGES}/driver/dra-test-driver.tar" --name "${KIND_CLUSTER}" > /dev/null
-
-if [ ! -f "${certs}/tls.crt" ]; then
-  mkdir -p "${certs}"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=dra-test-driver webhook CA" \
-    -keyout "${certs}/ca.key" -out "${certs}/ca.crt" 2> /dev/null
+# webhook_certificate DIR SERVICE NAMESPACE: a CA and a serving certificate for SERVICE.NAMESPACE.svc.
+webhook_certificate() {
+  local dir=$1 service=$2 namespace=$3
+  [ -f "${dir}/tls.crt" ] && return 0
+  mkdir -p "${dir}"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=${service} CA" \
+    -keyout "${dir}/ca.key" -out "${dir}/ca.crt" 2> /dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=${service}.${namespace}.svc" \
-    -keyout "${certs}/tls.key" -out "${certs}/tls.csr" 2> /dev/null
-  printf 'subjectAltName=DNS:%s,DNS:%s.%s,DNS:%s.%s.svc\n' "${service}" "${service}" "${namespace}" "${service}" "${namespace}" > "${certs}/san.ext"
-  openssl x509 -req -in "${certs}/tls.csr" -CA "${certs}/ca.crt" -CAkey "${certs}/ca.key" -CAcreateserial \
-    -days 365 -extfile "${certs}/san.ext" -out "${certs}/tls.crt" 2> /dev/null
-  chmod 0644 "${certs}/tls.key" # the webhook runs as a non-root user and reads it from the Secret
-fi
+    -keyout "${dir}/tls.key" -out "${dir}/tls.csr" 2> /dev/null
+  printf 'subjectAltName=DNS:%s,DNS:%s.%s,DNS:%s.%s.svc\n' "${service}" "${service}" "${namespace}" "${service}" "${namespace}" > "${dir}/san.ext"
+  openssl x509 -req -in "${dir}/tls.csr" -CA "${dir}/ca.crt" -CAkey "${dir}/ca.key" -CAcreateserial \
+    -days 365 -extfile "${dir}/san.ext" -out "${dir}/tls.crt" 2> /dev/null
+  chmod 0644 "${dir}/tls.key" # the webhook runs as a non-root user and reads it from the Secret
+}
 
-kubectl apply -f deploy/test-driver/rbac.yaml > /dev/null
-kubectl -n "${namespace}" create secret tls "${service}-tls" --cert "${certs}/tls.crt" --key "${certs}/tls.key" \
-  --dry-run=client -o yaml | kubectl apply -f - > /dev/null
-kubectl apply -f deploy/test-driver/kubelet-plugin.yaml > /dev/null
-sed "s#caBundle: CA_BUNDLE#caBundle: $(base64 -w0 < "${certs}/ca.crt")#" deploy/test-driver/webhook.yaml | kubectl apply -f - > /dev/null
-kubectl apply -f demo/deviceclass.yaml > /dev/null
-kubectl -n "${namespace}" rollout status daemonset/dra-test-driver-kubelet-plugin --timeout=3m > /dev/null
-kubectl -n "${namespace}" rollout status deployment/"${service}" --timeout=3m > /dev/null
-nodes=$(kubectl get nodes -o name | wc -l)
-for i in $(seq 1 60); do
-  pools=$(kubectl get resourceslices -o jsonpath='{range .items[?(@.spec.driver=="driver.dra-failfast.test")]}{.spec.pool.name}{"\n"}{end}' | sort -u | wc -l)
-  [ "${pools}" -ge "${nodes}" ] && break
-  [ "${i}" -lt 60 ] || die "only ${pools} of ${nodes} nodes published their devices in 60 s"
-  sleep 1
+deploy() {
+  local name=$1 namespace service driver binary nodes manifests="deploy/$1" deviceclass="deploy/$1/deviceclass.yaml"
+  case "${name}" in
+    test-driver)
+      namespace=dra-test-driver driver=driver.dra-failfast.test deviceclass=demo/deviceclass.yaml
+      CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${KIND_BIN}/${name}" ./cmd/dra-test-driver
+      ;;
+    gpu-driver)
+      namespace=gpu-driver driver=gpu.example.com
+      (cd "${EXAMPLE_MODULE}" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' -o "${KIND_BIN}/${name}" .)
+      ;;
+    *) die "unknown driver ${name} (test-driver or gpu-driver)" ;;
+  esac
+  service="${namespace}-webhook"
+  binary="${KIND_BIN}/${name}"
+  local image="dra-failfast.local/${namespace}:v1" certs="${KIND_DIR}/${name}-webhook"
+  "${OUTPUT_DIR}/bin/imagepack" --binary "${binary}" --name "${image}" --output "${KIND_IMAGES}/driver/${name}.tar"
+  kind load image-archive "${KIND_IMAGES}/driver/${name}.tar" --name "${KIND_CLUSTER}" > /dev/null
+  webhook_certificate "${certs}" "${service}" "${namespace}"
+
+  kubectl apply -f "${manifests}/rbac.yaml" > /dev/null
+  kubectl -n "${namespace}" create secret tls "${service}-tls" --cert "${certs}/tls.crt" --key "${certs}/tls.key" \
+    --dry-run=client -o yaml | kubectl apply -f - > /dev/null
+  kubectl apply -f "${manifests}/kubelet-plugin.yaml" > /dev/null
+  sed "s#caBundle: CA_BUNDLE#caBundle: $(base64 -w0 < "${certs}/ca.crt")#" "${manifests}/webhook.yaml" | kubectl apply -f - > /dev/null
+  kubectl apply -f "${deviceclass}" > /dev/null
+  kubectl -n "${namespace}" rollout status "daemonset/${namespace}-kubelet-plugin" --timeout=3m > /dev/null
+  kubectl -n "${namespace}" rollout status "deployment/${service}" --timeout=3m > /dev/null
+  nodes=$(kubectl -n "${namespace}" get daemonset "${namespace}-kubelet-plugin" -o jsonpath='{.status.desiredNumberScheduled}')
+  local i pools
+  for i in $(seq 1 60); do
+    pools=$(kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.driver==\"${driver}\")]}{.spec.pool.name}{\"\\n\"}{end}" | sort -u | grep -c . || true)
+    [ "${pools}" -ge "${nodes}" ] && break
+    [ "${i}" -lt 60 ] || die "${name}: only ${pools} of ${nodes} nodes published their devices in 60 s"
+    sleep 1
+  done
+  log "${name} deployed: kubelet plugin on ${nodes} nodes, devices published, webhook ready (${image})"
+}
+
+mkdir -p "${KIND_IMAGES}/driver"
+drivers=("$@")
+[ ${#drivers[@]} -gt 0 ] || drivers=(test-driver)
+for name in "${drivers[@]}"; do
+  deploy "${name}"
 done
-log "test driver deployed: kubelet plugin on ${nodes} nodes, devices published, webhook ready (${image})"

@@ -1,0 +1,196 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build kindcluster
+
+package kind
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// The example driver as deploy/gpu-driver deploys it (hack/kind-deploy-driver.sh gpu-driver).
+const (
+	gpuDriver      = "gpu.example.com"
+	gpuNamespace   = "gpu-driver"
+	gpuBrokenFile  = "/var/lib/gpu-driver/broken-gpus"
+	gpuPluginLabel = "app.kubernetes.io/name=gpu-driver,app.kubernetes.io/component=kubelet-plugin"
+)
+
+func gpuConfig(sharing string) []byte {
+	return []byte(`{"apiVersion":"gpu.example.com/v1alpha1","kind":"GPUConfig","sharing":"` + sharing + `"}`)
+}
+
+// TestExampleDriver: examples/gpu-driver deployed from deploy/gpu-driver (DaemonSet, webhook
+// Deployment, ValidatingWebhookConfiguration) on the two workers:
+//   - its webhook denies a claim template with invalid GPUConfig at apply, in the driver's words;
+//   - a Deployment whose pod lands on a broken GPU of the first worker: that pod fails once
+//     (DRAPermanentDriverFailure), the GPU is tainted in the worker's ResourceSlice, and the
+//     replacement runs on a healthy GPU;
+//   - once the Deployment is gone no claim stays allocated and no CDI spec of the driver is left.
+func TestExampleDriver(t *testing.T) {
+	client, workers := connect(t)
+	ctx := t.Context()
+	namespace := fmt.Sprintf("kind-gpu-%d", time.Now().Unix())
+	if err := e2eframework.CreateNamespace(ctx, client, namespace); err != nil {
+		t.Fatal(err)
+	}
+	broken := workers[0].name
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+		_ = exec.CommandContext(ctx, "docker", "exec", broken, "rm", "-f", gpuBrokenFile).Run()
+		// A new plugin process publishes its GPUs without the fault's taint.
+		_ = client.CoreV1().Pods(gpuNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+			LabelSelector: gpuPluginLabel, FieldSelector: "spec.nodeName=" + broken})
+	})
+
+	_, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx,
+		e2eframework.ClaimTemplateFor(namespace, "mps", gpuDriver, gpuDriver, gpuConfig("MPS")), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), `sharing must be Exclusive or TimeSlicing, got "MPS"`) {
+		t.Errorf("creating a template with invalid GPUConfig: %v, want the webhook's denial in the driver's words", err)
+	}
+
+	if out, err := exec.CommandContext(ctx, "docker", "exec", broken, "sh", "-c", "echo 'gpu-0 # fan failure' > "+gpuBrokenFile).CombinedOutput(); err != nil {
+		t.Fatalf("breaking gpu-0 on %s: %v: %s", broken, err, out)
+	}
+	template := e2eframework.ClaimTemplateFor(namespace, "gpu-0", gpuDriver, gpuDriver, gpuConfig("TimeSlicing"))
+	// gpu-0 of any node: the first worker's is broken, the second's is not.
+	template.Spec.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: `device.attributes["` + gpuDriver + `"].index == 0`}}}
+	if _, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, template, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := e2eframework.PodSpec("gpu-0", v1.RestartPolicyAlways)
+	spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
+		Weight: 100, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{
+			Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{broken}}}}}}}}
+	labels := map[string]string{"app": "gpu-fault"}
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "gpu-fault"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+	if _, err := client.AppsV1().Deployments(namespace).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var failed, running []v1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		failed, running = nil, nil
+		pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, pod := range pods.Items {
+			switch pod.Status.Phase {
+			case v1.PodFailed:
+				failed = append(failed, pod)
+			case v1.PodRunning:
+				running = append(running, pod)
+			}
+		}
+		return len(failed) > 0 && len(running) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("want one pod Failed on %s's broken gpu-0 and its replacement Running: %d Failed, %d Running: %v", broken, len(failed), len(running), err)
+	}
+	// The taint keeps the scheduler away from the broken GPU: no second failure.
+	time.Sleep(5 * time.Second)
+	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failedNow int
+	for _, pod := range pods.Items {
+		if pod.Status.Phase == v1.PodFailed {
+			failedNow++
+		}
+	}
+	if failedNow != 1 {
+		t.Errorf("%d pods Failed, want exactly 1 (the one on the broken GPU)", failedNow)
+	}
+	pod := failed[0]
+	if pod.Spec.NodeName != broken || pod.Status.Reason != failfastdra.PodFailedReason || !strings.Contains(pod.Status.Message, "GPU gpu-0 failed its health check") {
+		t.Errorf("Failed pod %s on %s: reason %q, message %q; want %s, %s, the driver's words", pod.Name, pod.Spec.NodeName, pod.Status.Reason, pod.Status.Message, broken, failfastdra.PodFailedReason)
+	}
+	if node := running[0].Spec.NodeName; node == broken {
+		t.Errorf("the replacement runs on %s, the node of the broken GPU", node)
+	}
+	if taints := gpuTaints(ctx, t, client, broken, "gpu-0"); !slices.Contains(taints, failfastplugin.DefaultDeviceFaultTaintKey) {
+		t.Errorf("%s's gpu-0 taints %v, want %s", broken, taints, failfastplugin.DefaultDeviceFaultTaintKey)
+	}
+	t.Logf("pod %s Failed on %s (%s); replacement %s Running on %s", pod.Name, broken, pod.Status.Message, running[0].Name, running[0].Spec.NodeName)
+
+	// Nothing left once the Deployment is gone.
+	if err := client.AppsV1().Deployments(namespace).Delete(ctx, "gpu-fault", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = nil
+		claims, err := client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, claim := range claims.Items {
+			if claim.Status.Allocation != nil {
+				left = append(left, "allocated claim "+claim.Name)
+			}
+		}
+		for _, w := range workers {
+			out, _ := exec.CommandContext(ctx, "docker", "exec", w.name, "sh", "-c", "ls /var/run/cdi/ 2>/dev/null | grep '^"+gpuDriver+"' || true").Output()
+			if s := strings.TrimSpace(string(out)); s != "" {
+				left = append(left, w.name+": CDI "+s)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("left after the Deployment was deleted: %v", left)
+	}
+}
+
+// gpuTaints returns the taint keys of a GPU in the example driver's ResourceSlices of node.
+func gpuTaints(ctx context.Context, t *testing.T, client kubernetes.Interface, node, device string) []string {
+	t.Helper()
+	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + gpuDriver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, slice := range slices.Items {
+		for _, d := range slice.Spec.Devices {
+			if d.Name == device {
+				for _, taint := range d.Taints {
+					keys = append(keys, taint.Key)
+				}
+			}
+		}
+	}
+	return keys
+}
