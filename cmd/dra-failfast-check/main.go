@@ -10,7 +10,12 @@
 // (prepared, transient or permanent, and why), then calls
 // NodeUnprepareResources for all of them so that nothing stays prepared.
 //
-//	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-o text|json] [-allow-taint] NAMESPACE/CLAIM...
+//	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-policy FILE] [-o text|json] [-allow-taint] NAMESPACE/CLAIM...
+//
+// The decisions follow the node's DRA driver failure policy (-policy, by
+// default the file the kubelet reads): a driver whose Permanent answers the
+// policy ignores gets "transient", and the report says what the driver's
+// rule (Honor or Ignore, retry budget) does with its answer.
 //
 // A driver built with failfastplugin.StartWithDeviceFaults taints a device
 // in the live cluster when it fails a claim with DeviceFault. The check says
@@ -56,6 +61,7 @@ func run() error {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig to look the claims up with (default $KUBECONFIG, else in-cluster)")
 	output := flag.String("o", "text", "output: text or json")
 	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
+	policyFile := flag.String("policy", "", "the node's DRA driver failure policy file, which the decisions follow (default: $"+failfastdra.DriverPolicyEnv+", else "+failfastdra.DefaultDriverPolicyPath+" if it exists)")
 	allowTaint := flag.Bool("allow-taint", false, "accept that the driver taints devices it reports broken during the check (otherwise the check fails when it did, after saying which)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -driver NAME [flags] NAMESPACE/CLAIM...\n", filepath.Base(os.Args[0]))
@@ -94,7 +100,12 @@ func run() error {
 		note += ", and the check then fails unless -allow-taint is given"
 	}
 	fmt.Fprintln(os.Stderr, note+".")
-	report, err := drivercheck.Run(ctx, client, drivercheck.Options{Driver: *driver, Socket: *socket, Claims: flag.Args(), Timeout: *timeout, AllowTaint: *allowTaint})
+	policyPath, policy, err := failfastdra.ReadDriverPolicy(*policyFile)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "dra-failfast-check: node policy from %s: %s\n", policyPath, policy)
+	report, err := drivercheck.Run(ctx, client, drivercheck.Options{Driver: *driver, Socket: *socket, Claims: flag.Args(), Timeout: *timeout, AllowTaint: *allowTaint, Policy: policy})
 	if report != nil {
 		if *output == "json" {
 			data, jsonErr := json.MarshalIndent(report, "", "  ")

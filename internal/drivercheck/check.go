@@ -47,6 +47,9 @@ type Options struct {
 	// the driver clears the fault. Without it, Run fails (ErrTainted) when
 	// the driver tainted a device, after reporting which.
 	AllowTaint bool
+	// Policy is the node's DRA driver failure policy, which the decisions
+	// follow (nil: the default, every Permanent answer honored).
+	Policy *failfastdra.DriverFailurePolicy
 }
 
 // ErrTainted: the driver tainted devices during the check and AllowTaint
@@ -67,6 +70,9 @@ type Report struct {
 	// check: the driver reported them broken. They stay until the driver
 	// clears them.
 	TaintedDevices []DeviceTaint `json:"taintedDevices,omitempty"`
+	// NodePolicy is the driver's rule in the node's DRA driver failure
+	// policy and what it does with this answer.
+	NodePolicy string `json:"nodePolicy"`
 }
 
 // DeviceTaint is a taint on one device of the driver.
@@ -148,8 +154,14 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 		report.CallError = callErr.Error()
 	}
 	classified := failfastdra.Classify(opts.Driver, sent, resp, callErr)
+	policy := opts.Policy
+	if policy == nil {
+		policy = &failfastdra.DriverFailurePolicy{}
+	}
+	report.NodePolicy = failfastdra.PolicyDecision(policy, classified)
+	results := underPolicy(policy, classified)
 	for i, claim := range sent {
-		report.Claims = append(report.Claims, describe(claim, resp.GetClaims()[claim.GetUid()], classified.Claims[i]))
+		report.Claims = append(report.Claims, describe(claim, resp.GetClaims()[claim.GetUid()], results[i]))
 	}
 
 	// Unprepare whatever the driver may have prepared, as the kubelet does
@@ -320,10 +332,30 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 	return report
 }
 
+// underPolicy returns the claims' results as the node's policy leaves them
+// for one attempt: a driver whose Permanent answers the policy ignores gets
+// them back transient (a retry budget needs the attempts of a real pod, so
+// the report only names it).
+func underPolicy(policy *failfastdra.DriverFailurePolicy, classified failfastdra.DriverResult) []failfastdra.ClaimResult {
+	results := slices.Clone(classified.Claims)
+	if policy.RuleFor(classified.Driver).Permanent != failfastdra.PermanentIgnore {
+		return results
+	}
+	for i := range results {
+		if results[i].Outcome == failfastdra.FailedPermanent {
+			results[i].Outcome, results[i].Downgraded = failfastdra.FailedTransient, failfastdra.DowngradePolicyIgnore
+		}
+	}
+	return results
+}
+
 // Text renders the report for people.
 func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "driver %s\n", r.Driver)
+	if r.NodePolicy != "" {
+		fmt.Fprintf(&b, "node policy: %s\n", r.NodePolicy)
+	}
 	if r.CallError != "" {
 		fmt.Fprintf(&b, "NodePrepareResources failed as a whole: %s\n", r.CallError)
 	}

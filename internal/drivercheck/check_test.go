@@ -158,3 +158,26 @@ func TestDeviceTaints(t *testing.T) {
 		}
 	}
 }
+
+func TestUnderPolicy(t *testing.T) {
+	policy, err := failfastdra.ParseDriverPolicy([]byte("apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\ndrivers:\n- driver: ignored.example.com\n  permanent: Ignore\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []failfastdra.ClaimResult{{Outcome: failfastdra.FailedPermanent}, {Outcome: failfastdra.Prepared}}
+	for _, tc := range []struct {
+		driver string
+		want   failfastdra.Outcome
+	}{{"ignored.example.com", failfastdra.FailedTransient}, {"honored.example.com", failfastdra.FailedPermanent}} {
+		got := underPolicy(policy, failfastdra.DriverResult{Driver: tc.driver, Claims: claims})
+		if got[0].Outcome != tc.want || got[1].Outcome != failfastdra.Prepared {
+			t.Errorf("%s: outcomes %v, %v; want %v, Prepared", tc.driver, got[0].Outcome, got[1].Outcome, tc.want)
+		}
+		if ignored := tc.want == failfastdra.FailedTransient; ignored != (got[0].Downgraded == failfastdra.DowngradePolicyIgnore) {
+			t.Errorf("%s: downgraded %q", tc.driver, got[0].Downgraded)
+		}
+	}
+	if claims[0].Outcome != failfastdra.FailedPermanent {
+		t.Error("underPolicy changed its input")
+	}
+}

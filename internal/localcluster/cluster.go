@@ -58,6 +58,7 @@ type savedState struct {
 	KubeletPath              string          `json:"kubeletPath"`
 	KubeletFeatureGates      map[string]bool `json:"kubeletFeatureGates,omitempty"`
 	KubeletSyncFrequency     time.Duration   `json:"kubeletSyncFrequency,omitempty"`
+	KubeletDriverPolicy      string          `json:"kubeletDriverPolicy,omitempty"`
 	ControlPlaneFeatureGates map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
 	Verbosity                int             `json:"verbosity"`
 	ControlPlaneVerbosity    int             `json:"controlPlaneVerbosity"`
@@ -163,6 +164,9 @@ func Attach(cfg Config) (*Cluster, error) {
 	}
 	if cfg.KubeletSyncFrequency == 0 {
 		cfg.KubeletSyncFrequency = st.KubeletSyncFrequency
+	}
+	if cfg.KubeletDriverPolicy == "" {
+		cfg.KubeletDriverPolicy = st.KubeletDriverPolicy
 	}
 	if cfg.ControlPlaneVerbosity == 0 {
 		cfg.ControlPlaneVerbosity = st.ControlPlaneVerbosity
@@ -479,6 +483,7 @@ func (c *Cluster) saveState() error {
 		KubeletPath:              c.cfg.KubeletPath,
 		KubeletFeatureGates:      c.cfg.KubeletFeatureGates,
 		KubeletSyncFrequency:     c.cfg.KubeletSyncFrequency,
+		KubeletDriverPolicy:      c.cfg.KubeletDriverPolicy,
 		ControlPlaneFeatureGates: c.cfg.ControlPlaneFeatureGates,
 		Verbosity:                c.cfg.Verbosity,
 		ControlPlaneVerbosity:    c.cfg.ControlPlaneVerbosity,

@@ -65,6 +65,10 @@ type Config struct {
 	// is also when it retries a failed NodePrepareResources (plus up to 50% jitter). Zero:
 	// the kubelet's default, 1m, as on a real node.
 	KubeletSyncFrequency time.Duration
+	// KubeletDriverPolicy is the fork's DRA driver failure policy file, given to the kubelet
+	// as DRA_FAILFAST_DRIVER_POLICY (the kubelet re-reads it when it changes). Empty: none,
+	// and the variable is never passed on from the caller's environment.
+	KubeletDriverPolicy string
 	// ControlPlaneFeatureGates go to kube-apiserver, kube-controller-manager and kube-scheduler.
 	ControlPlaneFeatureGates map[string]bool
 	// Verbosity is the kubelet's -v. Default 2.

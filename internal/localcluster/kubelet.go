@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 // startKubelet writes the kubelet's configuration and starts it.
@@ -26,7 +28,11 @@ func (c *Cluster) startKubelet() error {
 		gates = "none"
 	}
 	c.pr.step("starting kubelet %s (feature gates: %s)", c.cfg.KubeletPath, gates)
-	d, err := startDaemon(c.p, roleKubelet, c.cfg.KubeletPath, c.kubeletArgs(), daemonEnv(c.cfg.BinDir))
+	env := daemonEnv(c.cfg.BinDir)
+	if c.cfg.KubeletDriverPolicy != "" {
+		env = append(env, failfastdra.DriverPolicyEnv+"="+c.cfg.KubeletDriverPolicy)
+	}
+	d, err := startDaemon(c.p, roleKubelet, c.cfg.KubeletPath, c.kubeletArgs(), env)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 // The daemons of a cluster, in start order.
@@ -88,7 +90,7 @@ func daemonEnv(binDir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		// Nothing of the caller's Kubernetes or Go test setup should leak into the daemons.
-		if strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "KUBECONFIG=") {
+		if strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "KUBECONFIG=") || strings.HasPrefix(kv, failfastdra.DriverPolicyEnv+"=") {
 			continue
 		}
 		env = append(env, kv)

@@ -74,7 +74,13 @@ func run(m *testing.M) int {
 		kubelet = filepath.Join(root, kubelet)
 	}
 	var err error
-	cluster, err = localcluster.Up(ctx, localcluster.Config{KubeletPath: kubelet, KubeletFeatureGates: map[string]bool{gate: true}, KubeletSyncFrequency: syncFrequency})
+	if driverPolicyFile, err = newDriverPolicyFile(); err != nil {
+		fmt.Fprintf(os.Stderr, "driver failure policy: %v\n", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(filepath.Dir(driverPolicyFile)) }()
+	cluster, err = localcluster.Up(ctx, localcluster.Config{KubeletPath: kubelet, KubeletFeatureGates: map[string]bool{gate: true},
+		KubeletSyncFrequency: syncFrequency, KubeletDriverPolicy: driverPolicyFile})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "local cluster up: %v\n", err)
 		_ = localcluster.Cleanup(context.Background(), localcluster.Config{})

@@ -183,3 +183,25 @@ func TestWorkerPods(t *testing.T) {
 		}
 	}
 }
+
+// Every worker's kubelet read the DRA driver failure policy that deploy/kind/cluster.yaml
+// mounts, and logged it once at start.
+func TestDriverPolicyInEffect(t *testing.T) {
+	_, workers := connect(t)
+	for _, w := range workers {
+		out, err := exec.CommandContext(t.Context(), "docker", "exec", w.name, "journalctl", "-u", "kubelet", "--no-pager", "-o", "cat").Output()
+		if err != nil {
+			t.Fatalf("kubelet log of %s: %v", w.name, err)
+		}
+		var line string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "DRA driver failure policy in effect") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, `path="`+failfastdra.DefaultDriverPolicyPath+`"`) || !strings.Contains(line, "fromFile=true") {
+			t.Errorf("%s's kubelet did not log the mounted policy at start: %q", w.name, line)
+		}
+		t.Logf("%s: %s", w.name, line)
+	}
+}

@@ -269,3 +269,24 @@ func TestPodNetworkManifest(t *testing.T) {
 		}
 	}
 }
+
+// Every node mounts the policy directory where the kubelet looks for its DRA driver failure
+// policy, and the shipped policy is valid: an invalid one would stop every kubelet.
+func TestDriverPolicyMounted(t *testing.T) {
+	wantDir := filepath.Dir(failfastdra.DefaultDriverPolicyPath)
+	for i, node := range loadCluster(t).Nodes {
+		mounted := false
+		for _, m := range node.ExtraMounts {
+			if m.ContainerPath == wantDir {
+				mounted = true
+				data := repoFile(t, m.HostPath, filepath.Base(failfastdra.DefaultDriverPolicyPath))
+				if _, err := failfastdra.ParseDriverPolicy(data); err != nil {
+					t.Errorf("node %d: %s: %v", i, m.HostPath, err)
+				}
+			}
+		}
+		if !mounted {
+			t.Errorf("node %d mounts nothing at %s: its kubelet gets no driver failure policy", i, wantDir)
+		}
+	}
+}

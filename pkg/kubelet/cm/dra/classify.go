@@ -67,6 +67,9 @@ const (
 	DowngradeMalformedErrorType = "malformed_error_type"
 	// DowngradePodStarted: the pod already ran containers (see DowngradeIfStarted).
 	DowngradePodStarted = "pod_started_containers"
+	// DowngradePolicyIgnore: the node's driver failure policy says Ignore
+	// for the driver (see DriverFailurePolicy).
+	DowngradePolicyIgnore = "policy_ignore"
 )
 
 // ClaimResult is the classified result of one claim.
@@ -82,6 +85,9 @@ type ClaimResult struct {
 	// Downgraded is set to one of the Downgrade* reasons when the driver's
 	// response could have been a permanent failure but is not taken as one.
 	Downgraded string
+	// Budget is set when the claim is FailedPermanent because the node's
+	// retry budget for the driver ran out: what was spent, and the budget.
+	Budget string
 }
 
 // DriverResult is the classified NodePrepareResources call of one driver.

@@ -18,6 +18,9 @@ type PermanentError struct {
 	// Message is the driver's error text as received. Error() and the pod
 	// status show it sanitized and bounded.
 	Message string
+	// Budget is set when the driver did not mark the error permanent but the
+	// node's retry budget for it ran out (ClaimResult.Budget).
+	Budget string
 }
 
 func (e *PermanentError) Error() string {
@@ -27,10 +30,14 @@ func (e *PermanentError) Error() string {
 // head names the claim and its driver: the part of a claim's text that is
 // never cut. withUID adds the claim's UID.
 func (e *PermanentError) head(withUID bool) string {
-	if withUID {
-		return fmt.Sprintf("ResourceClaim %s (UID %s): driver %s failed permanently", e.Claim, sanitize(string(e.Claim.UID), maxNameLen), sanitize(e.Driver, maxNameLen))
+	verb := "failed permanently"
+	if e.Budget != "" {
+		verb = "kept failing, retry budget exhausted (" + e.Budget + ")"
 	}
-	return fmt.Sprintf("ResourceClaim %s: driver %s failed permanently", e.Claim, sanitize(e.Driver, maxNameLen))
+	if withUID {
+		return fmt.Sprintf("ResourceClaim %s (UID %s): driver %s %s", e.Claim, sanitize(string(e.Claim.UID), maxNameLen), sanitize(e.Driver, maxNameLen), verb)
+	}
+	return fmt.Sprintf("ResourceClaim %s: driver %s %s", e.Claim, sanitize(e.Driver, maxNameLen), verb)
 }
 
 // detail is the driver's words, then the devices: when a text must be cut,
@@ -106,7 +113,7 @@ type DowngradedError struct {
 }
 
 func (e *DowngradedError) Error() string {
-	const prefix = "DRA driver reported a permanent failure, but the pod already ran containers: not failing the pod, will retry: "
+	const prefix = "permanent DRA failure, but the pod already ran containers: not failing the pod, will retry: "
 	return prefix + renderClaims(e.permanent.Permanent, maxErrorLen-len(prefix))
 }
 

@@ -31,6 +31,23 @@ var (
 		},
 		[]string{"driver_name", "reason"},
 	)
+	policyOutcomes = metrics.NewCounterVec(
+		&metrics.CounterOpts{
+			Subsystem:      metricsSubsystem,
+			Name:           "dra_driver_policy_outcomes_total",
+			Help:           "What the node's DRA driver failure policy did with failed NodePrepareResources claim results, by driver and outcome (honored, ignored, budget_retry, budget_exhausted).",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name", "outcome"},
+	)
+	policyReloadFailures = metrics.NewCounter(
+		&metrics.CounterOpts{
+			Subsystem:      metricsSubsystem,
+			Name:           "dra_driver_policy_reload_failures_total",
+			Help:           "Number of times the DRA driver failure policy file changed but could not be used (the policy in effect was kept).",
+			StabilityLevel: metrics.ALPHA,
+		},
+	)
 )
 
 var registerMetricsOnce sync.Once
@@ -42,6 +59,6 @@ var registerMetricsOnce sync.Once
 // every binary that imports that package must not get kubelet metrics.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
-		legacyregistry.MustRegister(permanentFailures, permanentDowngrades)
+		legacyregistry.MustRegister(permanentFailures, permanentDowngrades, policyOutcomes, policyReloadFailures)
 	})
 }

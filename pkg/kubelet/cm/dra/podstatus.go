@@ -34,7 +34,7 @@ func PodRejection(ctx context.Context, err error) (reason, message string, rejec
 	if !Enabled() || !errors.As(err, &permanent) {
 		return "", "", false
 	}
-	klog.FromContext(ctx).Info("Failing pod: a DRA driver reported a permanent failure", "err", permanent)
+	klog.FromContext(ctx).Info("Failing pod: permanent DRA failure", "err", permanent)
 	for _, p := range permanent.Permanent {
 		permanentFailures.WithLabelValues(p.Driver).Inc()
 	}

@@ -47,6 +47,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	}
 	result := Classify(driver, sent, resp, callErr)
 	logger := klog.FromContext(ctx)
+	applyPolicy(logger, nodePolicy.current(logger), string(f.pod.UID), &result)
 	for _, claim := range result.Claims {
 		if claim.Downgraded == "" {
 			continue
@@ -86,6 +87,7 @@ func (f *PrepareFailures) Err() error {
 					Driver:  result.Driver,
 					Devices: f.devices(claim.Claim.UID, result.Driver),
 					Message: claim.Message,
+					Budget:  claim.Budget,
 				})
 			case FailedTransient:
 				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",

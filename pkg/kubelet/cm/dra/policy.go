@@ -1,0 +1,509 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package dra
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// The node's DRA driver failure policy: what the kubelet does with each
+// driver's failures. It lives in a file of its own rather than in the
+// KubeletConfiguration, whose API is upstream's: a new field there costs far
+// more upstream lines than the series may change.
+const (
+	// DriverPolicyEnv names the policy file; without it the kubelet reads
+	// DefaultDriverPolicyPath when that file exists.
+	DriverPolicyEnv = "DRA_FAILFAST_DRIVER_POLICY"
+	// DefaultDriverPolicyPath is where the kubelet looks for the policy when
+	// DriverPolicyEnv is not set. No file there means the default policy:
+	// every driver's Permanent answer is honored, no retry budget.
+	DefaultDriverPolicyPath = "/etc/kubernetes/dra-failfast/driver-policy.yaml"
+	// DriverPolicyAPIVersion and DriverPolicyKind identify the file's content.
+	DriverPolicyAPIVersion = "dra-failfast.io/v1alpha1"
+	DriverPolicyKind       = "DriverFailurePolicy"
+)
+
+// PermanentAction is what the kubelet does with a driver's Permanent answer.
+type PermanentAction string
+
+const (
+	// PermanentHonor: a Permanent answer fails the pod (the default).
+	PermanentHonor PermanentAction = "Honor"
+	// PermanentIgnore: a Permanent answer is treated as transient, as a
+	// stock kubelet does: the pod is retried at every resync. The kill switch
+	// for a driver that says Permanent wrongly.
+	PermanentIgnore PermanentAction = "Ignore"
+)
+
+// RetryBudget fails a pod whose driver keeps failing with errors it did not
+// mark permanent: after Attempts failed prepare attempts, or Duration after
+// the first failed attempt, whichever comes first (at least one is set).
+// Only claim errors of a driver that answered count: never a call that failed
+// as a whole (gRPC error, unreachable driver, malformed response), never an
+// unregistered driver (the kubelet does not call it), and a pod that already
+// ran containers is never failed (the same rule as for Permanent answers).
+type RetryBudget struct {
+	Attempts int              `json:"attempts,omitempty"`
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// DriverRule is the policy for one driver's failures.
+type DriverRule struct {
+	// Permanent: Honor (default) or Ignore.
+	Permanent PermanentAction `json:"permanent,omitempty"`
+	// RetryBudget for errors not marked permanent; none by default.
+	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+}
+
+// DriverPolicyEntry is the rule of one driver, by driver name.
+type DriverPolicyEntry struct {
+	Driver     string `json:"driver"`
+	DriverRule `json:",inline"`
+}
+
+// DriverFailurePolicy is the content of the policy file:
+//
+//	apiVersion: dra-failfast.io/v1alpha1
+//	kind: DriverFailurePolicy
+//	default:                 # drivers not listed below
+//	  permanent: Honor
+//	drivers:
+//	- driver: gpu.example.com
+//	  permanent: Ignore      # this driver's Permanent answers are not trusted
+//	- driver: net.example.com
+//	  retryBudget:           # fail the pod after 3 failed attempts or 5 minutes
+//	    attempts: 3
+//	    duration: 5m
+type DriverFailurePolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	Default         DriverRule          `json:"default,omitempty"`
+	Drivers         []DriverPolicyEntry `json:"drivers,omitempty"`
+}
+
+// maxBudgetAttempts bounds a retry budget's attempts: above it a budget
+// means nothing in practice (days at the default resync) and is a typo.
+const maxBudgetAttempts = 1000
+
+// ParseDriverPolicy decodes a policy strictly (unknown or duplicate fields
+// are errors) and validates it; errors name the entry at fault.
+func ParseDriverPolicy(data []byte) (*DriverFailurePolicy, error) {
+	var policy DriverFailurePolicy
+	jsonData, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	// sigs.k8s.io/json names the path of an unknown field (drivers[1].x).
+	strictErrs, err := kjson.UnmarshalStrict(jsonData, &policy)
+	if err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	if len(strictErrs) > 0 {
+		return nil, fmt.Errorf("decoding: %w", errors.Join(strictErrs...))
+	}
+	if errs := policy.validate(); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return &policy, nil
+}
+
+func (p *DriverFailurePolicy) validate() field.ErrorList {
+	var errs field.ErrorList
+	if p.APIVersion != DriverPolicyAPIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), p.APIVersion, []string{DriverPolicyAPIVersion}))
+	}
+	if p.Kind != DriverPolicyKind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), p.Kind, []string{DriverPolicyKind}))
+	}
+	errs = append(errs, p.Default.validate(field.NewPath("default"))...)
+	seen := map[string]int{}
+	for i, entry := range p.Drivers {
+		path := field.NewPath("drivers").Index(i)
+		if entry.Driver == "" {
+			errs = append(errs, field.Required(path.Child("driver"), "the driver's name"))
+		} else if msgs := validation.IsDNS1123Subdomain(entry.Driver); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path.Child("driver"), entry.Driver, strings.Join(msgs, "; ")))
+		} else if first, dup := seen[entry.Driver]; dup {
+			errs = append(errs, field.Duplicate(path.Child("driver"), fmt.Sprintf("%s (also drivers[%d])", entry.Driver, first)))
+		} else {
+			seen[entry.Driver] = i
+		}
+		errs = append(errs, entry.DriverRule.validate(path)...)
+	}
+	return errs
+}
+
+func (r DriverRule) validate(path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch r.Permanent {
+	case "", PermanentHonor, PermanentIgnore:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("permanent"), r.Permanent, []PermanentAction{PermanentHonor, PermanentIgnore}))
+	}
+	if b := r.RetryBudget; b != nil {
+		path := path.Child("retryBudget")
+		if b.Attempts == 0 && b.Duration == nil {
+			errs = append(errs, field.Required(path, "attempts, duration or both"))
+		}
+		if b.Attempts < 0 || b.Attempts > maxBudgetAttempts {
+			errs = append(errs, field.Invalid(path.Child("attempts"), b.Attempts, fmt.Sprintf("must be between 1 and %d", maxBudgetAttempts)))
+		}
+		if b.Duration != nil && b.Duration.Duration < time.Second {
+			errs = append(errs, field.Invalid(path.Child("duration"), b.Duration.Duration.String(), "must be at least 1s"))
+		}
+	}
+	return errs
+}
+
+// RuleFor returns the rule for driver: its entry, else the default.
+func (p *DriverFailurePolicy) RuleFor(driver string) DriverRule {
+	for _, entry := range p.Drivers {
+		if entry.Driver == driver {
+			return entry.DriverRule
+		}
+	}
+	return p.Default
+}
+
+// String is the policy in one line, for the kubelet's log and tools.
+func (p *DriverFailurePolicy) String() string {
+	parts := []string{"default: " + p.Default.String()}
+	for _, entry := range p.Drivers {
+		parts = append(parts, entry.Driver+": "+entry.DriverRule.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r DriverRule) String() string {
+	s := string(r.permanent())
+	if b := r.RetryBudget; b != nil {
+		s += ", retry budget " + b.String()
+	}
+	return s
+}
+
+func (r DriverRule) permanent() PermanentAction {
+	if r.Permanent == "" {
+		return PermanentHonor
+	}
+	return r.Permanent
+}
+
+func (b *RetryBudget) String() string {
+	var limits []string
+	if b.Attempts > 0 {
+		limits = append(limits, fmt.Sprintf("%d %s", b.Attempts, plural(b.Attempts, "attempt", "attempts")))
+	}
+	if b.Duration != nil {
+		limits = append(limits, b.Duration.Duration.String())
+	}
+	return strings.Join(limits, " or ")
+}
+
+// exhausted tells whether attempts failed attempts, the first one since long
+// ago, use up the budget.
+func (b *RetryBudget) exhausted(attempts int, since time.Duration) bool {
+	return (b.Attempts > 0 && attempts >= b.Attempts) || (b.Duration != nil && since >= b.Duration.Duration)
+}
+
+// LoadDriverPolicy reads and checks the node's policy when the kubelet
+// starts (the DRA manager is created), and logs the policy in effect. An
+// invalid policy, or a DriverPolicyEnv file that cannot be read, is an error:
+// the kubelet refuses to start, as it does on an invalid configuration. With
+// the feature gate off it reads nothing.
+func LoadDriverPolicy(logger klog.Logger) error {
+	if !Enabled() {
+		return nil
+	}
+	path, explicit := driverPolicyPath()
+	policy, stamp, err := readDriverPolicy(path, explicit)
+	if err != nil {
+		return fmt.Errorf("DRA driver failure policy %s: %w", path, err)
+	}
+	nodePolicy.set(path, explicit, policy, stamp)
+	logger.Info("DRA driver failure policy in effect", "path", path, "fromFile", stamp.exists, "policy", policy.String())
+	return nil
+}
+
+// ReadDriverPolicy reads the node's policy as the kubelet does: the file
+// named by DriverPolicyEnv, else DefaultDriverPolicyPath when it exists, else
+// the default policy. For tools (dra-failfast-check); path overrides both
+// when set.
+func ReadDriverPolicy(path string) (string, *DriverFailurePolicy, error) {
+	explicit := path != ""
+	if !explicit {
+		path, explicit = driverPolicyPath()
+	}
+	policy, _, err := readDriverPolicy(path, explicit)
+	if err != nil {
+		return path, nil, fmt.Errorf("DRA driver failure policy %s: %w", path, err)
+	}
+	return path, policy, nil
+}
+
+func driverPolicyPath() (string, bool) {
+	if path := os.Getenv(DriverPolicyEnv); path != "" {
+		return path, true
+	}
+	return DefaultDriverPolicyPath, false
+}
+
+// fileStamp tells whether the policy file changed since it was read.
+type fileStamp struct {
+	exists  bool
+	modTime time.Time
+	size    int64
+}
+
+func statPolicy(path string) (fileStamp, error) {
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileStamp{}, nil
+	}
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{exists: true, modTime: info.ModTime(), size: info.Size()}, nil
+}
+
+// readDriverPolicy reads the policy file; a missing file is the default
+// policy unless the file was named explicitly.
+func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileStamp, error) {
+	stamp, err := statPolicy(path)
+	if err != nil {
+		return nil, stamp, err
+	}
+	if !stamp.exists {
+		if explicit {
+			return nil, stamp, fmt.Errorf("no such file (named by %s)", DriverPolicyEnv)
+		}
+		return &DriverFailurePolicy{}, stamp, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, stamp, err
+	}
+	policy, err := ParseDriverPolicy(data)
+	return policy, stamp, err
+}
+
+// policySource is the node's policy, re-read when its file changes: an
+// operator can switch a misbehaving driver to Ignore without restarting the
+// kubelet. A changed file that is invalid is logged and counted, and the
+// policy in effect stays: bad input never changes what happens to pods.
+type policySource struct {
+	mu       sync.Mutex
+	loaded   bool
+	path     string
+	explicit bool
+	policy   *DriverFailurePolicy
+	stamp    fileStamp
+	// rejected is the version of the file last found unusable (logged and
+	// counted once), nil when the policy in effect is the file's.
+	rejected *fileStamp
+}
+
+var nodePolicy policySource
+
+func (s *policySource) set(path string, explicit bool, policy *DriverFailurePolicy, stamp fileStamp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loaded, s.path, s.explicit, s.policy, s.stamp, s.rejected = true, path, explicit, policy, stamp, nil
+}
+
+// current returns the policy in effect, re-reading the file if it changed.
+func (s *policySource) current(logger klog.Logger) *DriverFailurePolicy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded {
+		// Not loaded at start (LoadDriverPolicy was not called, as in tests of
+		// the kubelet's packages): start from the default policy, then read.
+		s.loaded, s.policy = true, &DriverFailurePolicy{}
+		s.path, s.explicit = driverPolicyPath()
+	}
+	stamp, err := statPolicy(s.path)
+	if err == nil && stamp == s.stamp {
+		return s.policy
+	}
+	policy, stamp, err := readDriverPolicy(s.path, s.explicit)
+	if err != nil {
+		if s.rejected == nil || *s.rejected != stamp {
+			s.rejected = &stamp
+			policyReloadFailures.Inc()
+			logger.Error(err, "DRA driver failure policy changed but cannot be used: keeping the policy in effect", "path", s.path, "policy", s.policy.String())
+		}
+		return s.policy
+	}
+	s.policy, s.stamp, s.rejected = policy, stamp, nil
+	logger.Info("DRA driver failure policy changed", "path", s.path, "policy", policy.String())
+	return policy
+}
+
+// budgetKey is one pod's failures with one driver.
+type budgetKey struct {
+	pod    string
+	driver string
+}
+
+// budgetCount is what the kubelet remembers of a pod's failed attempts with
+// a driver: in memory only, so a kubelet restart starts every count again.
+type budgetCount struct {
+	attempts    int
+	first, last time.Time
+}
+
+// budgetCounts holds the counts of every pod with a retry budget running.
+// An entry ends when the driver prepares the pod's claims, when the budget
+// runs out, and at the latest budgetExpiry after its last failed attempt
+// (a pod deleted while it was retried): a pending pod is retried every
+// resync (60-90 s by default), far more often.
+type budgetCounts struct {
+	mu        sync.Mutex
+	counts    map[budgetKey]*budgetCount
+	lastSweep time.Time
+}
+
+const budgetExpiry = time.Hour
+
+var retryBudgets = budgetCounts{counts: map[budgetKey]*budgetCount{}}
+
+// budgetClock is the clock of the retry budgets (tests replace it).
+var budgetClock = time.Now
+
+// failed counts a failed attempt and returns the count so far.
+func (b *budgetCounts) failed(key budgetKey) budgetCount {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := budgetClock()
+	if t.Sub(b.lastSweep) > budgetExpiry/4 {
+		for k, c := range b.counts {
+			if t.Sub(c.last) > budgetExpiry {
+				delete(b.counts, k)
+			}
+		}
+		b.lastSweep = t
+	}
+	c := b.counts[key]
+	if c == nil {
+		c = &budgetCount{first: t}
+		b.counts[key] = c
+	}
+	c.attempts++
+	c.last = t
+	return *c
+}
+
+func (b *budgetCounts) forget(key budgetKey) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.counts, key)
+}
+
+func (b *budgetCounts) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.counts)
+}
+
+// Policy outcomes, the values of the outcome label of the policy metric.
+const (
+	// PolicyHonored: a Permanent answer was kept (Honor).
+	PolicyHonored = "honored"
+	// PolicyIgnored: a Permanent answer was treated as transient (Ignore).
+	PolicyIgnored = "ignored"
+	// PolicyBudgetRetry: a failed attempt counted against the retry budget.
+	PolicyBudgetRetry = "budget_retry"
+	// PolicyBudgetExhausted: the retry budget ran out: the claim failed permanently.
+	PolicyBudgetExhausted = "budget_exhausted"
+)
+
+// applyPolicy applies the driver's rule to its classified result, in place,
+// for pod: Ignore turns permanent claims transient; a retry budget counts
+// the attempt and, once used up, turns the transient claims permanent.
+func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string, result *DriverResult) {
+	rule := policy.RuleFor(result.Driver)
+	key := budgetKey{pod: podUID, driver: result.Driver}
+	if !result.Failed() {
+		if rule.RetryBudget != nil {
+			retryBudgets.forget(key)
+		}
+		return
+	}
+	permanent, transient := false, false
+	for i := range result.Claims {
+		claim := &result.Claims[i]
+		switch claim.Outcome {
+		case FailedPermanent:
+			if rule.permanent() == PermanentIgnore {
+				claim.Outcome, claim.Downgraded = FailedTransient, DowngradePolicyIgnore
+				policyOutcomes.WithLabelValues(result.Driver, PolicyIgnored).Inc()
+				transient = true
+				continue
+			}
+			policyOutcomes.WithLabelValues(result.Driver, PolicyHonored).Inc()
+			permanent = true
+		case FailedTransient:
+			transient = true
+		}
+	}
+	// Only claim errors of a driver that answered count against a budget;
+	// a permanent claim fails the pod anyway.
+	if rule.RetryBudget == nil || result.Err != nil || permanent || !transient {
+		return
+	}
+	count := retryBudgets.failed(key)
+	elapsed := count.last.Sub(count.first)
+	if !rule.RetryBudget.exhausted(count.attempts, elapsed) {
+		policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetRetry).Inc()
+		logger.V(4).Info("DRA driver failed; attempt counted against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "budget", rule.RetryBudget.String())
+		return
+	}
+	retryBudgets.forget(key)
+	policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetExhausted).Inc()
+	spent := fmt.Sprintf("%d failed %s in %s, budget %s", count.attempts, plural(count.attempts, "attempt", "attempts"), elapsed.Round(time.Second), rule.RetryBudget)
+	for i := range result.Claims {
+		if claim := &result.Claims[i]; claim.Outcome == FailedTransient {
+			claim.Outcome, claim.Budget = FailedPermanent, spent
+		}
+	}
+	logger.Info("DRA driver kept failing: the node's retry budget ran out, failing the pod's claims permanently", "driverName", result.Driver, "budget", spent)
+}
+
+// PolicyDecision describes what policy does with one driver's classified
+// answer, for tools (dra-failfast-check): the driver's rule and its effect.
+func PolicyDecision(policy *DriverFailurePolicy, result DriverResult) string {
+	rule := policy.RuleFor(result.Driver)
+	var effects []string
+	if slices.ContainsFunc(result.Claims, func(c ClaimResult) bool { return c.Outcome == FailedPermanent }) {
+		if rule.permanent() == PermanentIgnore {
+			effects = append(effects, "the Permanent answer is ignored: the pod is retried")
+		} else {
+			effects = append(effects, "the Permanent answer is honored: the pod fails")
+		}
+	} else if result.Err == nil && slices.ContainsFunc(result.Claims, func(c ClaimResult) bool { return c.Outcome == FailedTransient }) {
+		if rule.RetryBudget != nil {
+			effects = append(effects, "the error counts against the retry budget ("+rule.RetryBudget.String()+"): the pod fails when it runs out")
+		} else {
+			effects = append(effects, "no retry budget: the pod is retried")
+		}
+	}
+	text := "driver " + result.Driver + ": " + rule.String()
+	if len(effects) > 0 {
+		text += "; " + strings.Join(effects, "; ")
+	}
+	return text
+}

@@ -1,0 +1,402 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package dra
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2/ktesting"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+)
+
+const policyHeader = "apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\n"
+
+func TestParseDriverPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		yaml    string
+		wantErr string // substring; "" for a valid policy
+		want    string // String() of a valid policy
+	}{
+		{name: "empty policy: honor everything", yaml: policyHeader, want: "default: Honor"},
+		{name: "per driver", yaml: policyHeader + `
+default: {permanent: Honor}
+drivers:
+- driver: gpu.example.com
+  permanent: Ignore
+- driver: net.example.com
+  retryBudget: {attempts: 3, duration: 5m}
+`, want: "default: Honor; gpu.example.com: Ignore; net.example.com: Honor, retry budget 3 attempts or 5m0s"},
+		{name: "default budget by time", yaml: policyHeader + "default: {retryBudget: {duration: 90s}}\n", want: "default: Honor, retry budget 1m30s"},
+		{name: "unknown field", yaml: policyHeader + "drivers:\n- driver: a.example.com\n  permanant: Ignore\n", wantErr: `unknown field "drivers[0].permanant"`},
+		{name: "duplicate key", yaml: policyHeader + "default: {permanent: Honor}\ndefault: {permanent: Ignore}\n", wantErr: `"default" already set`},
+		{name: "wrong kind", yaml: "apiVersion: dra-failfast.io/v1alpha1\nkind: Policy\n", wantErr: `kind: Unsupported value: "Policy"`},
+		{name: "no apiVersion", yaml: "kind: DriverFailurePolicy\n", wantErr: `apiVersion: Unsupported value: ""`},
+		{name: "unknown action names the entry", yaml: policyHeader + "drivers:\n- driver: a.example.com\n- driver: b.example.com\n  permanent: Honour\n",
+			wantErr: `drivers[1].permanent: Unsupported value: "Honour": supported values: "Honor", "Ignore"`},
+		{name: "driver without name", yaml: policyHeader + "drivers:\n- permanent: Ignore\n", wantErr: "drivers[0].driver: Required value"},
+		{name: "invalid driver name", yaml: policyHeader + "drivers:\n- driver: GPU_driver\n", wantErr: `drivers[0].driver: Invalid value: "GPU_driver"`},
+		{name: "driver twice", yaml: policyHeader + "drivers:\n- driver: a.example.com\n- driver: a.example.com\n", wantErr: `drivers[1].driver: Duplicate value: "a.example.com (also drivers[0])"`},
+		{name: "empty budget", yaml: policyHeader + "default: {retryBudget: {}}\n", wantErr: "default.retryBudget: Required value: attempts, duration or both"},
+		{name: "negative attempts", yaml: policyHeader + "default: {retryBudget: {attempts: -1}}\n", wantErr: "default.retryBudget.attempts: Invalid value: -1"},
+		{name: "too many attempts", yaml: policyHeader + "default: {retryBudget: {attempts: 5000}}\n", wantErr: "must be between 1 and 1000"},
+		{name: "duration too short", yaml: policyHeader + "default: {retryBudget: {duration: 10ms}}\n", wantErr: "default.retryBudget.duration: Invalid value: \"10ms\": must be at least 1s"},
+		{name: "not a duration", yaml: policyHeader + "default: {retryBudget: {duration: soon}}\n", wantErr: "decoding"},
+		{name: "every error at once", yaml: "kind: x\ndrivers:\n- permanent: x\n", wantErr: "apiVersion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, err := ParseDriverPolicy([]byte(tc.yaml))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseDriverPolicy error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := policy.String(); got != tc.want {
+				t.Errorf("String() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRuleFor(t *testing.T) {
+	policy, err := ParseDriverPolicy([]byte(policyHeader + "default: {permanent: Ignore}\ndrivers:\n- driver: a.example.com\n  permanent: Honor\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := policy.RuleFor("a.example.com").permanent(); got != PermanentHonor {
+		t.Errorf("listed driver: %s, want Honor", got)
+	}
+	if got := policy.RuleFor("b.example.com").permanent(); got != PermanentIgnore {
+		t.Errorf("unlisted driver: %s, want the default, Ignore", got)
+	}
+}
+
+// usePolicy makes the node's policy the file path holding content (none:
+// no file) for this test, with a fresh budget count and a clock the test
+// moves.
+func usePolicy(t *testing.T, content string) (path string, advance func(time.Duration)) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "driver-policy.yaml")
+	if content != "" {
+		writePolicy(t, path, content)
+	}
+	t.Setenv(DriverPolicyEnv, path)
+	nodePolicy.reset()
+	retryBudgets.reset()
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	budgetClock = func() time.Time { return clock }
+	t.Cleanup(func() {
+		nodePolicy.reset()
+		retryBudgets.reset()
+		budgetClock = time.Now
+	})
+	return path, func(d time.Duration) { clock = clock.Add(d) }
+}
+
+func writePolicy(t *testing.T, path, content string) {
+	t.Helper()
+	// A new file each time: a rename is how editors and config management
+	// replace files, and it changes the stamp even within one mtime tick.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attempt runs one prepare attempt of pod with one claim "a" of driver d
+// answering resp (nil: a gRPC error) and returns the attempt's error.
+func attempt(t *testing.T, pod string, resp *drapbv1.NodePrepareResourceResponse) error {
+	t.Helper()
+	failures := NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: pod, UID: types.UID(pod)}}, nil)
+	var callErr error
+	var response *drapbv1.NodePrepareResourcesResponse
+	if resp == nil {
+		callErr = errors.New("connection refused")
+	} else {
+		response = &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"a": resp}}
+	}
+	failures.Record(t.Context(), "d.example.com", sentClaims("a"), response, callErr)
+	return failures.Err()
+}
+
+func outcomeCount(t *testing.T, outcome string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(policyOutcomes.WithLabelValues("d.example.com", outcome))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+var (
+	permanentAnswer = claimResp("device on fire", v1alpha.NodePrepareResourceResponseErrorType_Permanent)
+	transientAnswer = claimResp("device busy", v1alpha.NodePrepareResourceResponseErrorType_Unknown)
+	prepared        = &drapbv1.NodePrepareResourceResponse{}
+)
+
+func TestPolicyPermanent(t *testing.T) {
+	enableFeature(t, true)
+	for _, tc := range []struct {
+		name          string
+		policy        string
+		wantPermanent bool
+		wantOutcome   string
+	}{
+		{name: "no policy file: honor", wantPermanent: true, wantOutcome: PolicyHonored},
+		{name: "honor", policy: policyHeader + "drivers:\n- driver: d.example.com\n  permanent: Honor\n", wantPermanent: true, wantOutcome: PolicyHonored},
+		{name: "ignore", policy: policyHeader + "drivers:\n- driver: d.example.com\n  permanent: Ignore\n", wantOutcome: PolicyIgnored},
+		{name: "ignore by default", policy: policyHeader + "default: {permanent: Ignore}\n", wantOutcome: PolicyIgnored},
+		{name: "another driver ignored", policy: policyHeader + "drivers:\n- driver: other.example.com\n  permanent: Ignore\n", wantPermanent: true, wantOutcome: PolicyHonored},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _ := usePolicy(t, tc.policy)
+			if tc.policy == "" {
+				t.Setenv(DriverPolicyEnv, "")
+				nodePolicy.reset()
+				if _, explicit := driverPolicyPath(); explicit || fileExists(DefaultDriverPolicyPath) {
+					t.Skipf("%s exists on this machine", DefaultDriverPolicyPath)
+				}
+			} else if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
+				t.Fatalf("LoadDriverPolicy(%s): %v", path, err)
+			}
+			downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
+			beforeDowngrades, _ := testutil.GetCounterMetricValue(downgrades)
+			before := outcomeCount(t, tc.wantOutcome)
+			err := attempt(t, "pod", permanentAnswer)
+			if IsPermanent(err) != tc.wantPermanent {
+				t.Errorf("IsPermanent(%v) = %v, want %v", err, !tc.wantPermanent, tc.wantPermanent)
+			}
+			if got := outcomeCount(t, tc.wantOutcome) - before; got != 1 {
+				t.Errorf("outcome %s counted %v times, want 1", tc.wantOutcome, got)
+			}
+			afterDowngrades, _ := testutil.GetCounterMetricValue(downgrades)
+			if ignored := tc.wantOutcome == PolicyIgnored; (afterDowngrades-beforeDowngrades == 1) != ignored {
+				t.Errorf("policy_ignore downgrades grew by %v, want %v", afterDowngrades-beforeDowngrades, map[bool]int{true: 1}[ignored])
+			}
+		})
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func TestRetryBudgetAttempts(t *testing.T) {
+	enableFeature(t, true)
+	usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n")
+	before := outcomeCount(t, PolicyBudgetExhausted)
+	for i := 1; i <= 2; i++ {
+		if err := attempt(t, "pod", transientAnswer); err == nil || IsPermanent(err) {
+			t.Fatalf("attempt %d: %v, want a transient error", i, err)
+		}
+	}
+	// Calls that failed as a whole do not count.
+	if err := attempt(t, "pod", nil); IsPermanent(err) {
+		t.Fatalf("a gRPC error used the budget: %v", err)
+	}
+	// Another pod has its own count.
+	if err := attempt(t, "other-pod", transientAnswer); IsPermanent(err) {
+		t.Fatalf("another pod's first failure: %v", err)
+	}
+	err := attempt(t, "pod", transientAnswer)
+	if !IsPermanent(err) {
+		t.Fatalf("third failed attempt: %v, want permanent", err)
+	}
+	var claim *PermanentError
+	if !errors.As(err, &claim) || claim.Budget == "" {
+		t.Fatalf("errors.As(*PermanentError) = %+v", claim)
+	}
+	want := "driver d.example.com kept failing, retry budget exhausted (3 failed attempts in 0s, budget 3 attempts): device busy"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
+	}
+	if got := outcomeCount(t, PolicyBudgetExhausted) - before; got != 1 {
+		t.Errorf("budget_exhausted counted %v times, want 1", got)
+	}
+	if n := retryBudgets.len(); n != 1 {
+		t.Errorf("%d counts kept, want 1 (other-pod's): an exhausted budget is forgotten", n)
+	}
+}
+
+func TestRetryBudgetDuration(t *testing.T) {
+	enableFeature(t, true)
+	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {duration: 2m}}\n")
+	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	advance(119 * time.Second)
+	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+		t.Fatalf("attempt before the budget's time: %v", err)
+	}
+	advance(time.Second)
+	err := attempt(t, "pod", transientAnswer)
+	if !IsPermanent(err) || !strings.Contains(err.Error(), "3 failed attempts in 2m0s, budget 2m0s") {
+		t.Fatalf("attempt at the budget's time: %v, want permanent, naming what was spent", err)
+	}
+}
+
+func TestRetryBudgetResetBySuccess(t *testing.T) {
+	enableFeature(t, true)
+	usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 2}}\n")
+	attempt(t, "pod", transientAnswer)
+	if err := attempt(t, "pod", prepared); err != nil {
+		t.Fatalf("prepared: %v", err)
+	}
+	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+		t.Fatalf("the count survived a successful prepare: %v", err)
+	}
+}
+
+func TestRetryBudgetExpiry(t *testing.T) {
+	enableFeature(t, true)
+	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 5}}\n")
+	attempt(t, "deleted-pod", transientAnswer)
+	advance(budgetExpiry + time.Minute)
+	attempt(t, "pod", transientAnswer)
+	if n := retryBudgets.len(); n != 1 {
+		t.Errorf("%d counts kept, want 1: a count without an attempt for %v is dropped", n, budgetExpiry)
+	}
+}
+
+// A pod that already ran containers is never failed by a budget: the
+// kubelet's DowngradeIfStarted sees an ordinary permanent error.
+func TestRetryBudgetNeverFailsStartedPod(t *testing.T) {
+	enableFeature(t, true)
+	usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 1}}\n")
+	err := attempt(t, "pod", transientAnswer)
+	if !IsPermanent(err) {
+		t.Fatalf("budget of 1: %v, want permanent", err)
+	}
+	started := &v1.Pod{Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}}
+	if err := DowngradeIfStarted(t.Context(), started, false, err); IsPermanent(err) {
+		t.Errorf("a started pod's budget failure stays permanent: %v", err)
+	}
+}
+
+func TestPolicyReload(t *testing.T) {
+	enableFeature(t, true)
+	path, _ := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Honor\n")
+	if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
+		t.Fatal(err)
+	}
+	if err := attempt(t, "pod", permanentAnswer); !IsPermanent(err) {
+		t.Fatalf("honored: %v", err)
+	}
+	// The kill switch, without a kubelet restart.
+	writePolicy(t, path, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n")
+	if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
+		t.Fatalf("after switching to Ignore: %v", err)
+	}
+	// A broken edit keeps the policy in effect and is counted once.
+	before, _ := testutil.GetCounterMetricValue(policyReloadFailures)
+	writePolicy(t, path, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Maybe\n")
+	for range 2 {
+		if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
+			t.Fatalf("after an invalid edit: %v, want Ignore still in effect", err)
+		}
+	}
+	after, _ := testutil.GetCounterMetricValue(policyReloadFailures)
+	if after-before != 1 {
+		t.Errorf("reload failures grew by %v, want 1", after-before)
+	}
+	// The file named by the environment removed: still the policy in
+	// effect, and the removal is counted once.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
+			t.Fatalf("after the file was removed: %v, want Ignore still in effect", err)
+		}
+	}
+	if removed, _ := testutil.GetCounterMetricValue(policyReloadFailures); removed-after != 1 {
+		t.Errorf("reload failures grew by %v after the removal, want 1", removed-after)
+	}
+}
+
+func TestLoadDriverPolicy(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.DefaultConfig)
+	for _, tc := range []struct {
+		name    string
+		gateOff bool
+		content string // "": no file
+		wantErr string
+	}{
+		{name: "valid", content: policyHeader},
+		{name: "invalid: the kubelet refuses to start", content: policyHeader + "drivers:\n- driver: a.example.com\n  permanent: Maybe\n", wantErr: `drivers[0].permanent: Unsupported value: "Maybe"`},
+		{name: "named file missing", wantErr: "no such file (named by " + DriverPolicyEnv + ")"},
+		{name: "gate off: nothing read", gateOff: true, content: "not: yaml: at all"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enableFeature(t, !tc.gateOff)
+			path, _ := usePolicy(t, tc.content)
+			err := LoadDriverPolicy(logger)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("LoadDriverPolicy: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("LoadDriverPolicy error = %v, want one naming %s and containing %q", err, path, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPolicyDecision(t *testing.T) {
+	policy, err := ParseDriverPolicy([]byte(policyHeader + "drivers:\n- driver: i.example.com\n  permanent: Ignore\n- driver: b.example.com\n  retryBudget: {attempts: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	permanent := DriverResult{Claims: []ClaimResult{{Outcome: FailedPermanent}}}
+	transient := DriverResult{Claims: []ClaimResult{{Outcome: FailedTransient}}}
+	for _, tc := range []struct {
+		driver string
+		result DriverResult
+		want   string
+	}{
+		{"h.example.com", permanent, "driver h.example.com: Honor; the Permanent answer is honored: the pod fails"},
+		{"i.example.com", permanent, "driver i.example.com: Ignore; the Permanent answer is ignored: the pod is retried"},
+		{"b.example.com", transient, "driver b.example.com: Honor, retry budget 3 attempts; the error counts against the retry budget (3 attempts): the pod fails when it runs out"},
+		{"h.example.com", transient, "driver h.example.com: Honor; no retry budget: the pod is retried"},
+		{"b.example.com", DriverResult{Err: errors.New("unavailable"), Claims: transient.Claims}, "driver b.example.com: Honor, retry budget 3 attempts"},
+	} {
+		tc.result.Driver = tc.driver
+		if got := PolicyDecision(policy, tc.result); got != tc.want {
+			t.Errorf("PolicyDecision(%s) =\n%q\nwant\n%q", tc.driver, got, tc.want)
+		}
+	}
+}
+
+func (s *policySource) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loaded, s.path, s.explicit, s.policy, s.stamp, s.rejected = false, "", false, nil, fileStamp{}, nil
+}
+
+func (b *budgetCounts) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.counts, b.lastSweep = map[budgetKey]*budgetCount{}, time.Time{}
+}

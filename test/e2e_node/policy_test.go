@@ -1,0 +1,267 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e_node
+
+package e2enode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// driverPolicyFile is the kubelet's DRA driver failure policy
+// (DRA_FAILFAST_DRIVER_POLICY). It starts empty (every driver honored, no
+// budget); tests add a rule for a driver of their own and remove it when
+// they end. The kubelet re-reads the file when it changes.
+var (
+	driverPolicyFile string
+	driverPolicyMu   sync.Mutex
+)
+
+const policyOutcomesMetric = "kubelet_dra_driver_policy_outcomes_total"
+
+func newDriverPolicyFile() (string, error) {
+	dir, err := os.MkdirTemp("", "dra-failfast-policy-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "driver-policy.yaml")
+	return path, writeDriverPolicy(path, &failfastdra.DriverFailurePolicy{})
+}
+
+func writeDriverPolicy(path string, policy *failfastdra.DriverFailurePolicy) error {
+	policy.APIVersion, policy.Kind = failfastdra.DriverPolicyAPIVersion, failfastdra.DriverPolicyKind
+	data, err := yaml.Marshal(policy)
+	if err != nil {
+		return err
+	}
+	// Replaced by a rename, as configuration management does.
+	if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// setDriverRule puts rule for driver into the node's policy until the test ends.
+func setDriverRule(t *testing.T, driver string, rule failfastdra.DriverRule) {
+	t.Helper()
+	edit := func(change func(*failfastdra.DriverFailurePolicy)) error {
+		driverPolicyMu.Lock()
+		defer driverPolicyMu.Unlock()
+		data, err := os.ReadFile(driverPolicyFile)
+		if err != nil {
+			return err
+		}
+		policy, err := failfastdra.ParseDriverPolicy(data)
+		if err != nil {
+			return err
+		}
+		policy.Drivers = slices.DeleteFunc(policy.Drivers, func(e failfastdra.DriverPolicyEntry) bool { return e.Driver == driver })
+		change(policy)
+		return writeDriverPolicy(driverPolicyFile, policy)
+	}
+	if err := edit(func(p *failfastdra.DriverFailurePolicy) {
+		p.Drivers = append(p.Drivers, failfastdra.DriverPolicyEntry{Driver: driver, DriverRule: rule})
+	}); err != nil {
+		t.Fatalf("policy for %s: %v", driver, err)
+	}
+	t.Cleanup(func() {
+		if err := edit(func(*failfastdra.DriverFailurePolicy) {}); err != nil {
+			t.Errorf("removing the policy of %s: %v", driver, err)
+		}
+	})
+}
+
+func outcomes(t *testing.T, driver, outcome string) float64 {
+	t.Helper()
+	return kubeletMetric(t, policyOutcomesMetric, map[string]string{"driver_name": driver, "outcome": outcome})
+}
+
+// Ignore: a driver's Permanent answers are retried as a stock kubelet
+// retries them; switching the rule back to Honor, without restarting the
+// kubelet, fails the pod at its next retry.
+func TestPolicyIgnore(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "ignored.dra-failfast.test", Devices: 2})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{Permanent: failfastdra.PermanentIgnore})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "the driver says Permanent, wrongly"}))
+	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+	waitForCalls(t, d, ns, "app", 2, resyncWait)
+	pod := expectNotFailed(t, ns, "app", 2*time.Second)
+	if pod.Status.Phase != v1.PodPending {
+		t.Errorf("pod phase %s, want Pending", pod.Status.Phase)
+	}
+	if n := outcomes(t, d.Name(), failfastdra.PolicyIgnored); n < 2 {
+		t.Errorf("%s{outcome=%s} = %v, want >= 2 (one per attempt)", policyOutcomesMetric, failfastdra.PolicyIgnored, n)
+	}
+	if n := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": d.Name(), "reason": failfastdra.DowngradePolicyIgnore}); n < 2 {
+		t.Errorf("%s{reason=%s} = %v, want >= 2", downgradesMetric, failfastdra.DowngradePolicyIgnore, n)
+	}
+
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{Permanent: failfastdra.PermanentHonor})
+	pod = waitFor(t, ns, "app", resyncWait, "Failed once Honor is back", podFailed)
+	checkFailedPod(t, pod, d.Name(), "failed permanently", "the driver says Permanent, wrongly")
+	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// A retry budget of 3 attempts: a driver that never says Permanent fails
+// the pod at its 3rd failed attempt (3 prepares, 1 unprepare, no more), and a
+// Job whose podFailurePolicy matches the condition fails at its first pod.
+func TestPolicyRetryBudget(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget.dra-failfast.test", Devices: 4})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "device stuck in reset"}))
+
+	t.Run("pod", func(t *testing.T) {
+		start := time.Now()
+		createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+		pod := waitFor(t, ns, "app", 4*resyncWait, "Failed", podFailed)
+		t.Logf("pod Failed %.1fs after creation: %s", time.Since(start).Seconds(), pod.Status.Message)
+		checkFailedPod(t, pod, d.Name(), "retry budget exhausted (3 failed attempts in", "budget 3 attempts", "device stuck in reset")
+		time.Sleep(resyncWait) // past two more resyncs: no more calls
+		_, stats := statsOf(t, d, ns, "app", "")
+		if stats.PrepareCalls != 3 || stats.UnprepareCalls != 1 {
+			t.Errorf("driver saw %d prepare and %d unprepare calls, want 3 and 1", stats.PrepareCalls, stats.UnprepareCalls)
+		}
+		if n := outcomes(t, d.Name(), failfastdra.PolicyBudgetExhausted); n < 1 {
+			t.Errorf("%s{outcome=%s} = %v, want >= 1", policyOutcomesMetric, failfastdra.PolicyBudgetExhausted, n)
+		}
+	})
+
+	t.Run("job", func(t *testing.T) {
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
+			Spec: batchv1.JobSpec{
+				BackoffLimit: ptr.To[int32](6),
+				PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+					Action:          batchv1.PodFailurePolicyActionFailJob,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
+				}}},
+				Template: v1.PodTemplateSpec{Spec: e2eframework.PodSpec("claim", v1.RestartPolicyNever)},
+			},
+		}
+		if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var reason string
+		err := wait.PollUntilContextTimeout(t.Context(), time.Second, 4*resyncWait, true, func(ctx context.Context) (bool, error) {
+			j, err := client.BatchV1().Jobs(ns).Get(ctx, "job", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range j.Status.Conditions {
+				if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
+					reason = c.Reason
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil || reason != batchv1.JobReasonPodFailurePolicy {
+			t.Fatalf("job: failed with reason %q (%v), want %q", reason, err, batchv1.JobReasonPodFailurePolicy)
+		}
+		pods, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=job"})
+		if err != nil || len(pods.Items) != 1 {
+			t.Errorf("job created %d pods (%v), want 1", len(pods.Items), err)
+		}
+	})
+	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// A retry budget never fails a pod for calls that failed as a whole (gRPC
+// errors) or for a driver the kubelet cannot reach (unregistered): with a
+// budget of 3 attempts, one counted failure, then at least 3 such failures
+// (2 gRPC errors, 1 or more attempts without the driver), the pod runs once
+// the driver is back and succeeds. A driver that just restarted may fail its
+// first call once more (the template's behavior): the budget leaves room for
+// that one.
+func TestPolicyRetryBudgetCountsOnlyDriverAnswers(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget-safety.dra-failfast.test", Devices: 2})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device warming up"}))
+	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+	waitForCalls(t, d, ns, "app", 1, time.Minute) // the one counted failure
+
+	// gRPC errors: the whole call fails, nothing is counted.
+	if err := d.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient,
+		Message: "overloaded", Wire: &testdriver.WireSpec{GRPCCode: "Unavailable"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitForCalls(t, d, ns, "app", 3, 2*resyncWait)
+	expectNotFailed(t, ns, "app", time.Second)
+
+	// Unregistered: the kubelet cannot call the driver, nothing is counted.
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	expectNotFailed(t, ns, "app", resyncWait)
+	if err := d.Start(t.Context(), cluster); err != nil {
+		t.Fatalf("driver back: %v", err)
+	}
+	if err := d.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PrepareSucceed}); err != nil {
+		t.Fatal(err)
+	}
+	pod := waitFor(t, ns, "app", resyncWait+time.Minute, "Running or Failed", func(p *v1.Pod) bool { return podRunning(p) || podFailed(p) })
+	if !podRunning(pod) {
+		t.Fatalf("pod wrongly failed: %s: %s", pod.Status.Reason, pod.Status.Message)
+	}
+	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// A retry budget never fails a pod that already ran containers: after a
+// kubelet restart the re-created sandbox prepares again, the driver keeps
+// failing, the budget of 1 runs out, and the kubelet downgrades the failure
+// as it does a Permanent answer. Not parallel: it restarts the kubelet.
+func TestPolicyRetryBudgetNeverFailsRunningPod(t *testing.T) {
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget-running.dra-failfast.test", Devices: 2})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 1}})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, nil)
+	createPodWith(t, ns, "app", v1.RestartPolicyAlways, "claim")
+	waitFor(t, ns, "app", time.Minute, "Running", podRunning)
+	if err := d.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "device lost"}); err != nil {
+		t.Fatal(err)
+	}
+	before := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": d.Name(), "reason": failfastdra.DowngradePodStarted})
+	restartKubelet(t.Context(), t, true, d)
+	killSandbox(t, getPod(t, ns, "app"))
+	waitForCalls(t, d, ns, "app", 2, time.Minute)
+	expectNotFailed(t, ns, "app", 10*time.Second)
+	if n := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": d.Name(), "reason": failfastdra.DowngradePodStarted}); n <= before {
+		t.Errorf("%s{reason=%s} = %v, want > %v: the budget ran out and was downgraded", downgradesMetric, failfastdra.DowngradePodStarted, n, before)
+	}
+	events := eventsOf(t, ns, "app", "FailedPrepareDynamicResources")
+	if !slices.ContainsFunc(events, func(e v1.Event) bool { return strings.Contains(e.Message, "retry budget exhausted") }) {
+		t.Errorf("no event names the exhausted budget: %+v", events)
+	}
+	if err := d.Client.ClearBehavior(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ns, "app", resyncWait+time.Minute, "Running again", func(p *v1.Pod) bool {
+		return podRunning(p) && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Ready
+	})
+	deleteAndCheckNoLeaks(t, ns, d)
+}
