@@ -378,7 +378,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.pr.step("etcd ready")
 
-	apiserver, err := startDaemon(c.p, roleAPIServer, c.bin("kube-apiserver"), c.apiServerArgs(), env)
+	audit, err := c.auditArgs()
+	if err != nil {
+		return err
+	}
+	apiserver, err := startDaemon(c.p, roleAPIServer, c.bin("kube-apiserver"), append(c.apiServerArgs(), audit...), env)
 	if err != nil {
 		return err
 	}

@@ -26,8 +26,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -234,90 +232,28 @@ func TestTransientFailureThenRuns(t *testing.T) {
 func TestJobPodFailurePolicyFailsFast(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "invalid partition layout"}))
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To[int32](6),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
-				// Common exit-code rules, placed first: they must not
-				// swallow the DRA failure (never-started containers stay
-				// waiting, and onExitCodes rules only match terminated
-				// containers, with operator In and NotIn alike).
-				{
-					Action:      batchv1.PodFailurePolicyActionIgnore,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{137}},
-				},
-				{
-					Action:      batchv1.PodFailurePolicyActionCount,
-					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}},
-				},
-				{
-					Action:          batchv1.PodFailurePolicyActionFailJob,
-					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
-				},
-			}},
-			Template: v1.PodTemplateSpec{Spec: e2eframework.PodSpec("claim", v1.RestartPolicyNever)},
-		},
-	}
 	start := time.Now()
-	if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create job: %v", err)
-	}
-	var reason string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		j, err := client.BatchV1().Jobs(ns).Get(ctx, "job", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
-				reason = c.Reason
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("job did not fail: %v", err)
+	// Common exit-code rules, placed first: they must not swallow the DRA
+	// failure (never-started containers stay waiting, and onExitCodes rules
+	// only match terminated containers, with operator In and NotIn alike).
+	createConditionJob(t, ns, "job", "claim",
+		batchv1.PodFailurePolicyRule{
+			Action:      batchv1.PodFailurePolicyActionIgnore,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{137}},
+		},
+		batchv1.PodFailurePolicyRule{
+			Action:      batchv1.PodFailurePolicyActionCount,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}},
+		})
+	reason := jobFailedReason(t, ns, "job", 2*time.Minute)
+	if reason == "" {
+		t.Fatal("job did not fail")
 	}
 	t.Logf("job Failed (%s) %.1fs after creation", reason, time.Since(start).Seconds())
 	if reason != batchv1.JobReasonPodFailurePolicy {
 		t.Errorf("job failed with reason %q, want %q", reason, batchv1.JobReasonPodFailurePolicy)
 	}
-	pods, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 1 {
-		t.Errorf("job created %d pods (%v), want 1: the policy must stop it at the first failure", len(pods.Items), err)
+	if n := jobPods(t, ns, "job"); n != 1 {
+		t.Errorf("job created %d pods, want 1: the policy must stop it at the first failure", n)
 	}
-}
-
-// (c) With the feature gate off, a permanent answer is retried as in stock
-// and the pod stays Pending. Not parallel: it restarts the kubelet, and
-// restores it with the gate on, so that the order of tests does not matter.
-func TestGateOffRetries(t *testing.T) {
-	ctx := t.Context()
-	restartKubelet(ctx, t, false)
-	t.Cleanup(func() { restartKubelet(context.Background(), t, true) })
-	ns := setup(t, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "never works"}))
-	created := time.Now()
-	createPod(t, ns, "app")
-	first := waitForCalls(t, driver, ns, "app", 1, 90*time.Second)
-	t.Logf("first prepare call %.1fs after pod creation", first.LastPrepare.Sub(created).Seconds())
-	// The retry comes at the kubelet's next pod resync after the first call.
-	stats := waitForCalls(t, driver, ns, "app", 2, resyncWait)
-	t.Logf("prepare retried %.1fs after the first call", stats.LastPrepare.Sub(*first.LastPrepare).Seconds())
-	if pod := getPod(t, ns, "app"); pod.Status.Phase != v1.PodPending {
-		t.Fatalf("pod left Pending with the gate off: %+v", pod.Status)
-	}
-	if stats.UnprepareCalls != 0 {
-		t.Errorf("driver stats %+v, want no unprepare while the pod is retried", stats)
-	}
-	// The stock event, no DRA failure event.
-	if events := eventsOf(t, ns, "app", "FailedPrepareDynamicResources"); len(events) == 0 {
-		t.Error("no FailedPrepareDynamicResources event")
-	}
-	list, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=app,reason=" + failfastdra.PodFailedReason})
-	if err != nil || len(list.Items) > 0 {
-		t.Errorf("%s event with the gate off: %v %v", failfastdra.PodFailedReason, err, list)
-	}
-	deleteAndCheckNoLeaks(t, ns, driver)
 }

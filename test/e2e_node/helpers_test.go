@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,15 +78,20 @@ func behavior(spec testdriver.BehaviorSpec) []byte { return spec.Parameters() }
 
 // createPodWith creates pod ns/name whose claims come from the templates
 // (one pod claim per template, named like it).
-func createPodWith(t *testing.T, ns, name string, restartPolicy v1.RestartPolicy, templates ...string) {
-	t.Helper()
+// podSpecWith is the spec of createPodWith: one claim per template, named after it.
+func podSpecWith(restartPolicy v1.RestartPolicy, templates ...string) v1.PodSpec {
 	spec := e2eframework.PodSpec(templates[0], restartPolicy)
 	spec.ResourceClaims, spec.Containers[0].Resources.Claims = nil, nil
 	for _, tmpl := range templates {
 		spec.ResourceClaims = append(spec.ResourceClaims, v1.PodResourceClaim{Name: tmpl, ResourceClaimTemplateName: ptr.To(tmpl)})
 		spec.Containers[0].Resources.Claims = append(spec.Containers[0].Resources.Claims, v1.ResourceClaim{Name: tmpl})
 	}
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+	return spec
+}
+
+func createPodWith(t *testing.T, ns, name string, restartPolicy v1.RestartPolicy, templates ...string) {
+	t.Helper()
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: podSpecWith(restartPolicy, templates...)}
 	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod %s: %v", name, err)
 	}
@@ -367,4 +373,57 @@ func replaceKubelet(ctx context.Context, t *testing.T, binary string, featureGat
 		t.Fatalf("run kubelet %s with %v: %v", binary, featureGates, err)
 	}
 	t.Logf("kubelet %s running with %v, devices published again %.1fs after the restart began", filepath.Base(binary), featureGates, time.Since(start).Seconds())
+}
+
+// createConditionJob creates Job "name" in ns whose pods use a claim from
+// template, with a podFailurePolicy that fails the Job on the DRA failure's
+// condition and a backoffLimit of 6. rules come first.
+func createConditionJob(t *testing.T, ns, name, template string, rules ...batchv1.PodFailurePolicyRule) {
+	t.Helper()
+	rules = append(rules, batchv1.PodFailurePolicyRule{
+		Action:          batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
+	})
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:     ptr.To[int32](6),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: rules},
+			Template:         v1.PodTemplateSpec{Spec: e2eframework.PodSpec(template, v1.RestartPolicyNever)},
+		},
+	}
+	if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create job %s: %v", name, err)
+	}
+}
+
+// jobFailedReason waits up to timeout for Job ns/name to fail and returns
+// the reason of its Failed condition, "" if it did not fail.
+func jobFailedReason(t *testing.T, ns, name string, timeout time.Duration) string {
+	t.Helper()
+	var reason string
+	_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		j, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
+				reason = c.Reason
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return reason
+}
+
+// jobPods counts the pods Job ns/name created.
+func jobPods(t *testing.T, ns, name string) int {
+	t.Helper()
+	pods, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pods.Items)
 }

@@ -6,7 +6,6 @@
 package e2enode
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +16,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -150,40 +147,12 @@ func TestPolicyRetryBudget(t *testing.T) {
 	})
 
 	t.Run("job", func(t *testing.T) {
-		job := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
-			Spec: batchv1.JobSpec{
-				BackoffLimit: ptr.To[int32](6),
-				PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-					Action:          batchv1.PodFailurePolicyActionFailJob,
-					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
-				}}},
-				Template: v1.PodTemplateSpec{Spec: e2eframework.PodSpec("claim", v1.RestartPolicyNever)},
-			},
+		createConditionJob(t, ns, "job", "claim")
+		if reason := jobFailedReason(t, ns, "job", 4*resyncWait); reason != batchv1.JobReasonPodFailurePolicy {
+			t.Fatalf("job: failed with reason %q, want %q", reason, batchv1.JobReasonPodFailurePolicy)
 		}
-		if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var reason string
-		err := wait.PollUntilContextTimeout(t.Context(), time.Second, 4*resyncWait, true, func(ctx context.Context) (bool, error) {
-			j, err := client.BatchV1().Jobs(ns).Get(ctx, "job", metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range j.Status.Conditions {
-				if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
-					reason = c.Reason
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil || reason != batchv1.JobReasonPodFailurePolicy {
-			t.Fatalf("job: failed with reason %q (%v), want %q", reason, err, batchv1.JobReasonPodFailurePolicy)
-		}
-		pods, err := client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=job"})
-		if err != nil || len(pods.Items) != 1 {
-			t.Errorf("job created %d pods (%v), want 1", len(pods.Items), err)
+		if n := jobPods(t, ns, "job"); n != 1 {
+			t.Errorf("job created %d pods, want 1", n)
 		}
 	})
 	deleteAndCheckNoLeaks(t, ns, d)

@@ -1,0 +1,194 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e_node
+
+package e2enode
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+)
+
+// (c) With the feature gate off the fork is the stock kubelet, down to what it
+// writes to the API: the same pods (healthy, transient then running,
+// permanent-marked, and a running pod on which another client wrote a
+// DRAPermanentDriverFailure condition with status False) run under the stock
+// kubelet and then under the fork with the gate off, and every pod status
+// PATCH body each kubelet sent (from the apiserver's audit log) is compared,
+// UIDs, times, IDs and addresses normalized. With the gate off a permanent
+// answer is retried as in stock and the pod stays Pending. Not parallel: it
+// swaps kubelets, and restores the fork with the gate on, so that the order
+// of tests does not matter.
+func TestGateOffIsStock(t *testing.T) {
+	fork := cluster.KubeletPath()
+	stock := filepath.Join(filepath.Dir(fork), "kubelet-stock")
+	t.Cleanup(func() {
+		replaceKubelet(context.Background(), t, fork, map[string]bool{gate: true})
+	})
+	patches := map[string]map[string][]string{} // kubelet -> pod -> normalized bodies
+	for _, run := range []struct {
+		name   string
+		binary string
+		gates  map[string]bool
+	}{{"stock", stock, nil}, {"gate-off", fork, map[string]bool{gate: false}}} {
+		t.Run(run.name, func(t *testing.T) {
+			replaceKubelet(t.Context(), t, run.binary, run.gates)
+			ns := namespaceFor(t)
+			patches[run.name] = statusPatchesOfScenario(t, ns)
+			if run.name == "gate-off" {
+				checkGateOffRetries(t, ns)
+			}
+			deleteAndCheckNoLeaks(t, ns, driver)
+		})
+	}
+	for _, pod := range []string{"healthy", "transient", "permanent", "foreign"} {
+		stockBodies, forkBodies := patches["stock"][pod], patches["gate-off"][pod]
+		if len(stockBodies) == 0 {
+			t.Errorf("pod %s: the stock kubelet sent no status patch: the audit log is not working", pod)
+		}
+		if !slices.Equal(stockBodies, forkBodies) {
+			t.Errorf("pod %s: status patches differ\nstock (%d):\n  %s\nfork, gate off (%d):\n  %s", pod,
+				len(stockBodies), strings.Join(stockBodies, "\n  "), len(forkBodies), strings.Join(forkBodies, "\n  "))
+		} else {
+			t.Logf("pod %s: %d identical status patches, e.g. %s", pod, len(stockBodies), stockBodies[len(stockBodies)-1])
+		}
+	}
+}
+
+// statusPatchesOfScenario runs the scenario's pods in ns and returns the
+// kubelet's status patches for each, normalized.
+func statusPatchesOfScenario(t *testing.T, ns string) map[string][]string {
+	t.Helper()
+	createTemplate(t, ns, "healthy", driver, nil)
+	createTemplate(t, ns, "transient", driver, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Failures: ptr.To[int64](1), Message: "device busy"}))
+	createTemplate(t, ns, "permanent", driver, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "never works"}))
+	createPodWith(t, ns, "healthy", v1.RestartPolicyNever, "healthy")
+	createPodWith(t, ns, "transient", v1.RestartPolicyNever, "transient")
+	createPodWith(t, ns, "permanent", v1.RestartPolicyNever, "permanent")
+	// foreign: runs 15 s, then Succeeded; meanwhile another client writes the
+	// condition type the fork owns with the gate on, with status False.
+	spec := podSpecWith(v1.RestartPolicyNever, "healthy")
+	spec.Containers[0].Args = []string{"--exit-after=15s"}
+	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "foreign"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := waitFor(t, ns, "foreign", time.Minute, "Running", podRunning)
+	pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: failfastdra.PodConditionType, Status: v1.ConditionFalse,
+		Reason: "WrittenByAnotherClient", LastTransitionTime: metav1.Now()})
+	if _, err := client.CoreV1().Pods(ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing the foreign condition: %v", err)
+	}
+	waitFor(t, ns, "healthy", time.Minute, "Running", podRunning)
+	waitFor(t, ns, "transient", resyncWait+time.Minute, "Running", podRunning)
+	waitForCalls(t, driver, ns, "permanent", 2, resyncWait+time.Minute)
+	pod = waitFor(t, ns, "foreign", time.Minute, "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+	if i := slices.IndexFunc(pod.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == failfastdra.PodConditionType }); i < 0 || pod.Status.Conditions[i].Status != v1.ConditionFalse {
+		t.Errorf("pod foreign: the condition another client wrote is gone or changed: %+v", pod.Status.Conditions)
+	}
+	time.Sleep(2 * time.Second) // the last patches reach the audit log
+	raw, err := cluster.StatusPatches(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range raw {
+		if p.User != "system:node:"+cluster.NodeName() {
+			continue
+		}
+		out[p.Pod] = append(out[p.Pod], normalizePatch(t, p.Body, ns))
+	}
+	return out
+}
+
+// checkGateOffRetries: with the gate off the permanent answer is retried,
+// the pod stays Pending, with the stock event and no DRA failure event.
+func checkGateOffRetries(t *testing.T, ns string) {
+	t.Helper()
+	stats := claimStatsOf(t, ns, "permanent")
+	if pod := getPod(t, ns, "permanent"); pod.Status.Phase != v1.PodPending {
+		t.Errorf("pod left Pending with the gate off: %+v", pod.Status)
+	}
+	if stats.PrepareCalls < 2 || stats.UnprepareCalls != 0 {
+		t.Errorf("driver stats %+v, want retries and no unprepare while the pod is retried", stats)
+	}
+	if events := eventsOf(t, ns, "permanent", "FailedPrepareDynamicResources"); len(events) == 0 {
+		t.Error("no FailedPrepareDynamicResources event")
+	}
+	list, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=permanent,reason=" + failfastdra.PodFailedReason})
+	if err != nil || len(list.Items) > 0 {
+		t.Errorf("%s event with the gate off: %v %v", failfastdra.PodFailedReason, err, list)
+	}
+}
+
+func claimStatsOf(t *testing.T, ns, pod string) testdriver.ClaimStats {
+	t.Helper()
+	_, stats := statsOf(t, driver, ns, pod, "")
+	return stats
+}
+
+var (
+	claimName  = regexp.MustCompile(`-[a-z0-9]{5}\b`)
+	uuid       = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	deviceName = regexp.MustCompile(`\bdev-\d+\b`)
+	normalized = map[string]string{"uid": "<uid>", "containerID": "<id>", "imageID": "<id>", "ip": "<ip>", "podIP": "<ip>", "hostIP": "<ip>"}
+	// timeKeys are left out: the API keeps times to the second, so a patch
+	// carries a time only when it moved past a second boundary since the
+	// last one, which differs from run to run.
+	timeKeys = map[string]bool{"lastTransitionTime": true, "lastProbeTime": true, "startedAt": true, "finishedAt": true, "startTime": true}
+)
+
+// normalizePatch rewrites what differs between two runs of the same pods
+// (UIDs, times, container and image IDs, addresses, the namespace, which of
+// the driver's devices a claim got) and returns the body as canonical JSON.
+func normalizePatch(t *testing.T, body json.RawMessage, ns string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("status patch %s: %v", body, err)
+	}
+	var walk func(key string, v any) any
+	walk = func(key string, v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if timeKeys[k] {
+					delete(x, k)
+					continue
+				}
+				x[k] = walk(k, e)
+			}
+			return x
+		case []any:
+			for i, e := range x {
+				x[i] = walk(key, e)
+			}
+			return x
+		case string:
+			if r, ok := normalized[key]; ok && x != "" {
+				return r
+			}
+			x = deviceName.ReplaceAllString(uuid.ReplaceAllString(strings.ReplaceAll(x, ns, "<ns>"), "<uid>"), "dev-<n>")
+			return claimName.ReplaceAllString(x, "-<suffix>")
+		}
+		return v
+	}
+	out, err := json.Marshal(walk("", v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
