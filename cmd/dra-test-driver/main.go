@@ -127,6 +127,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&cfg.webhook.CertFile, "webhook-cert-file", "", "PEM serving certificate (chain) of the webhook, reloaded when it changes; required with --webhook-address")
 	fs.StringVar(&cfg.webhook.KeyFile, "webhook-key-file", "", "PEM private key of the webhook's certificate, reloaded when it changes; required with --webhook-address")
 	fs.StringVar(&cfg.webhook.Path, "webhook-path", admission.DefaultPath, "URL path of the webhook, the path in the ValidatingWebhookConfiguration's clientConfig")
+	fs.StringVar((*string)(&cfg.webhook.GeneratedClaims), "webhook-generated-claims", "", `what the webhook does with an invalid ResourceClaim generated for a pod from a template it never saw: "" (deny), "Allow", or "ByOwner" (allow for bare pods and Jobs, deny for other controllers' pods; needs API access, also with --webhook-only)`)
 	fs.BoolVar(&cfg.webhookOnly, "webhook-only", false, "serve only the webhook: no kubelet plugin, no ResourceSlices, no API server connection")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -178,16 +179,9 @@ func run(cfg config) error {
 		}
 		nodeName = strings.ToLower(host)
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = cfg.kubeconfig
-	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	client, err := newClient(cfg.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	restConfig.UserAgent = "dra-test-driver"
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("create client: %w", err)
+		return err
 	}
 
 	running, err := testdriver.Start(ctx, testdriver.Options{
@@ -224,8 +218,16 @@ func run(cfg config) error {
 	return nil
 }
 
-// runWebhook serves only the admission webhook, until a signal.
+// runWebhook serves only the admission webhook, until a signal. It connects
+// to the API server only for --webhook-generated-claims=ByOwner.
 func runWebhook(ctx context.Context, cfg config) error {
+	if cfg.webhook.GeneratedClaims == admission.GeneratedClaimsByOwner {
+		client, err := newClient(cfg.kubeconfig)
+		if err != nil {
+			return err
+		}
+		cfg.webhook.KubeClient = client
+	}
 	webhook, err := testdriver.StartWebhook(ctx, cfg.driverName, cfg.webhook)
 	if err != nil {
 		return err
@@ -236,4 +238,21 @@ func runWebhook(ctx context.Context, cfg config) error {
 	}
 	klog.FromContext(ctx).Info("Stopped by signal")
 	return nil
+}
+
+// newClient connects to the API server with kubeconfig (empty: the default
+// loading rules, in-cluster included).
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	restConfig.UserAgent = "dra-test-driver"
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	return client, nil
 }

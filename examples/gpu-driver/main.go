@@ -105,14 +105,24 @@ func run(ctx context.Context, opts options) error {
 }
 
 // runWebhook serves the admission webhook until ctx ends. It validates with
-// the same function as prepare.
+// the same function as prepare. A claim generated for a pod from a template
+// the webhook never saw (it was down) is let through for bare pods and Jobs,
+// which then fail at prepare, and denied for pods of other controllers,
+// which would replace a Failed pod at once (admission.GeneratedClaimsByOwner:
+// the webhook gets pods).
 func runWebhook(ctx context.Context, opts options) error {
+	client, err := newClient(opts.kubeconfig)
+	if err != nil {
+		return err
+	}
 	server, err := admission.Start(ctx, admission.ServerConfig{
-		DriverName: driverName,
-		Validate:   validateConfig,
-		Address:    opts.webhookAddress,
-		CertFile:   opts.webhookCert,
-		KeyFile:    opts.webhookKey,
+		DriverName:      driverName,
+		Validate:        validateConfig,
+		Address:         opts.webhookAddress,
+		CertFile:        opts.webhookCert,
+		KeyFile:         opts.webhookKey,
+		GeneratedClaims: admission.GeneratedClaimsByOwner,
+		KubeClient:      client,
 	})
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/admission"
 )
 
 // DefaultDevices is the number of devices of a driver started here unless
@@ -54,6 +55,9 @@ type DriverOptions struct {
 	// 127.0.0.1 with a serving certificate from the cluster CA; register it
 	// with RegisterWebhook.
 	Webhook bool
+	// GeneratedClaims is what its webhook does with invalid claims generated
+	// for pods (admission.GeneratedClaims; empty: deny).
+	GeneratedClaims admission.GeneratedClaims
 }
 
 // Driver is a dra-test-driver process, running or not: Kill or Stop end

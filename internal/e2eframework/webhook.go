@@ -46,7 +46,8 @@ func (d *Driver) webhookArgs(c *localcluster.Cluster) ([]string, error) {
 		}
 		d.webhookAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
-	return []string{"--webhook-address=" + d.webhookAddress, "--webhook-cert-file=" + certFile, "--webhook-key-file=" + keyFile}, nil
+	return []string{"--webhook-address=" + d.webhookAddress, "--webhook-cert-file=" + certFile, "--webhook-key-file=" + keyFile,
+		"--webhook-generated-claims=" + string(d.opts.GeneratedClaims)}, nil
 }
 
 // WebhookConfigName is the name of the ValidatingWebhookConfiguration of

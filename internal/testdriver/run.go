@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -58,6 +59,11 @@ type WebhookOptions struct {
 	// Path is the webhook's path; empty is admission.DefaultPath
 	// ("/validate").
 	Path string
+	// GeneratedClaims is what the webhook does with invalid claims
+	// generated for pods (admission.GeneratedClaims); ByOwner needs
+	// KubeClient.
+	GeneratedClaims admission.GeneratedClaims
+	KubeClient      kubernetes.Interface
 }
 
 // StartWebhook serves the validating admission webhook of the driver
@@ -81,6 +87,9 @@ func StartWebhook(ctx context.Context, driverName string, opts WebhookOptions) (
 		CertFile:   opts.CertFile,
 		KeyFile:    opts.KeyFile,
 		Path:       opts.Path,
+
+		GeneratedClaims: opts.GeneratedClaims,
+		KubeClient:      opts.KubeClient,
 	})
 }
 
@@ -235,7 +244,11 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	}
 	if opts.Webhook.Address != "" {
 		// Also before the kubelet plugin, for the same reasons.
-		webhook, err := StartWebhook(ctx, driver.DriverName(), opts.Webhook)
+		webhookOpts := opts.Webhook
+		if webhookOpts.KubeClient == nil {
+			webhookOpts.KubeClient = opts.Config.KubeClient
+		}
+		webhook, err := StartWebhook(ctx, driver.DriverName(), webhookOpts)
 		if err != nil {
 			r.stop()
 			return nil, err

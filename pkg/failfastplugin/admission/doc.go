@@ -96,6 +96,14 @@
 // down, not even valid config; with Ignore, invalid config passes then, and
 // ValidateClaim fails its pods permanently at prepare time.
 //
+// A ResourceClaimTemplate admitted while the webhook was down makes every
+// pod's generated claim reach the webhook later. ServerConfig.GeneratedClaims
+// decides what happens to those claims when their config is invalid: denied
+// (the default: the pods stay Pending), allowed (the pods fail at prepare),
+// or by the pod's owner (GeneratedClaimsByOwner: bare pods and Jobs fail at
+// prepare, where a Job's podFailurePolicy can act; other controllers' pods
+// stay Pending instead of being failed and replaced over and over).
+//
 // # Messages
 //
 // Both places give the validator's text first, then, in brackets, the
@@ -120,7 +128,8 @@
 // # Metrics
 //
 // DecisionsMetric counts the webhook's answers by driver_name, resource and
-// result (ResultAllowed, ResultDenied, ResultIgnored, ResultError);
+// result (ResultAllowed, ResultDenied, ResultAllowedInvalidGenerated,
+// ResultIgnored, ResultError);
 // DurationMetric is the histogram of its handling time. Both are in
 // k8s.io/component-base/metrics/legacyregistry, which Start serves at
 // /metrics.

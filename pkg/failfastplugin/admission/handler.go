@@ -19,6 +19,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	kjson "sigs.k8s.io/json"
 )
@@ -86,6 +87,13 @@ type Handler struct {
 	// most MaxTimeout. A shorter timeout that the API server sends (the
 	// timeout query parameter) takes precedence.
 	Timeout time.Duration
+	// GeneratedClaims is what happens to an invalid ResourceClaim generated
+	// for a pod from a template the webhook never saw (see GeneratedClaims);
+	// the zero value denies it like any claim.
+	GeneratedClaims GeneratedClaims
+	// KubeClient looks up the pod of a generated claim, for
+	// GeneratedClaimsByOwner (RBAC: get pods).
+	KubeClient kubernetes.Interface
 }
 
 // ServeHTTP implements http.Handler.
@@ -248,13 +256,13 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if want := (metav1.GroupVersionKind{Group: GroupName, Version: Version, Kind: string(kind)}); req.Kind != want {
 		return deny(http.StatusBadRequest, fmt.Sprintf("request for %s carries kind %s, want %s", req.Resource.Resource, gvkString(req.Kind), gvkString(want))), ResultError, nil
 	}
-	configs, err := h.objectConfigs(kind, req.Object.Raw, req)
+	configs, meta, err := h.objectConfigs(kind, req.Object.Raw, req)
 	if err != nil {
 		return deny(http.StatusBadRequest, err.Error()), ResultError, nil
 	}
 	if req.Operation == admissionv1.Update {
 		// An old object that does not decode has no entries to keep.
-		old, _ := h.objectConfigs(kind, req.OldObject.Raw, req)
+		old, _, _ := h.objectConfigs(kind, req.OldObject.Raw, req)
 		configs = slices.DeleteFunc(configs, func(cfg OpaqueConfig) bool {
 			return slices.ContainsFunc(old, func(oldCfg OpaqueConfig) bool { return sameEntry(cfg, oldCfg) })
 		})
@@ -263,10 +271,21 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err != nil {
 		return nil, ResultError, err
 	}
-	if len(invalid) > 0 {
-		return deny(http.StatusForbidden, invalid.Error()), ResultDenied, nil
+	if len(invalid) == 0 {
+		return allowed, ResultAllowed, nil
 	}
-	return allowed, ResultAllowed, nil
+	if owner, generated := generatedFor(meta); generated && kind == KindResourceClaim && req.Operation == admissionv1.Create {
+		namespace := meta.Namespace
+		if namespace == "" {
+			namespace = req.Namespace
+		}
+		if allow, why := allowGenerated(ctx, h.GeneratedClaims, h.KubeClient, namespace, owner); allow {
+			klog.FromContext(ctx).Info("Allowing a generated ResourceClaim with invalid config: its pod will fail at prepare",
+				"claim", klog.KRef(namespace, req.Name), "pod", owner.Name, "why", why, "err", invalid.Error())
+			return allowed, ResultAllowedInvalidGenerated, nil
+		}
+	}
+	return deny(http.StatusForbidden, invalid.Error()), ResultDenied, nil
 }
 
 // deny answers with code, which kubectl shows as "Error from server
@@ -301,10 +320,11 @@ func sameEntry(a, b OpaqueConfig) bool {
 			resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: b.Driver, Parameters: b.Parameters}})
 }
 
-// objectConfigs decodes raw as kind and returns the entries of the driver.
-func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.AdmissionRequest) ([]OpaqueConfig, error) {
+// objectConfigs decodes raw as kind and returns the entries of the driver
+// and the object's metadata.
+func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.AdmissionRequest) ([]OpaqueConfig, *metav1.ObjectMeta, error) {
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("request has no %s", kind)
+		return nil, nil, fmt.Errorf("request has no %s", kind)
 	}
 	var (
 		meta    *metav1.ObjectMeta
@@ -340,13 +360,13 @@ func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.Admissio
 			return err
 		}
 	default:
-		return nil, fmt.Errorf("unsupported kind %s", kind)
+		return nil, nil, fmt.Errorf("unsupported kind %s", kind)
 	}
 	if err := decode(); err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %w", kind, err)
+		return nil, nil, fmt.Errorf("cannot decode %s: %w", kind, err)
 	}
 	if (typ.APIVersion != "" || typ.Kind != "") && (typ.APIVersion != GroupName+"/"+Version || typ.Kind != string(kind)) {
-		return nil, fmt.Errorf("object is apiVersion %q kind %q, want %q %q", typ.APIVersion, typ.Kind, GroupName+"/"+Version, kind)
+		return nil, nil, fmt.Errorf("object is apiVersion %q kind %q, want %q %q", typ.APIVersion, typ.Kind, GroupName+"/"+Version, kind)
 	}
 	object := ObjectRef{Kind: kind, Namespace: meta.Namespace, Name: meta.Name}
 	if kind != KindDeviceClass && object.Namespace == "" {
@@ -375,5 +395,5 @@ func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.Admissio
 			AllocationIndex: -1,
 		})
 	}
-	return configs, nil
+	return configs, meta, nil
 }

@@ -35,6 +35,10 @@ const (
 	ResultAllowed = "allowed"
 	// ResultDenied: validated, an entry of the driver is invalid.
 	ResultDenied = "denied"
+	// ResultAllowedInvalidGenerated: a claim generated for a pod has an
+	// invalid entry, and the GeneratedClaims policy lets it through: its pod
+	// fails at prepare.
+	ResultAllowedInvalidGenerated = "allowed_invalid_generated"
 	// ResultIgnored: allowed without looking, not the webhook's business
 	// (another resource or version, a subresource, DELETE, CONNECT).
 	ResultIgnored = "ignored"

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
@@ -71,6 +72,9 @@ type ServerConfig struct {
 	// ShutdownTimeout bounds the wait for requests in flight when the
 	// server stops; 0 is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// GeneratedClaims and KubeClient: see Handler.
+	GeneratedClaims GeneratedClaims
+	KubeClient      kubernetes.Interface
 }
 
 // Server is a running webhook server (see Start).
@@ -128,7 +132,17 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("admission webhook: %w", err)
 	}
 
-	handler := &Handler{DriverName: cfg.DriverName, Validate: cfg.Validate, MaxRequestBytes: cfg.MaxRequestBytes, Timeout: cfg.Timeout}
+	switch cfg.GeneratedClaims {
+	case GeneratedClaimsDeny, GeneratedClaimsAllow:
+	case GeneratedClaimsByOwner:
+		if cfg.KubeClient == nil {
+			return nil, errors.New("admission: GeneratedClaimsByOwner needs a KubeClient to look pods up")
+		}
+	default:
+		return nil, fmt.Errorf("admission: unknown GeneratedClaims %q", cfg.GeneratedClaims)
+	}
+	handler := &Handler{DriverName: cfg.DriverName, Validate: cfg.Validate, MaxRequestBytes: cfg.MaxRequestBytes, Timeout: cfg.Timeout,
+		GeneratedClaims: cfg.GeneratedClaims, KubeClient: cfg.KubeClient}
 	s := &Server{done: make(chan struct{}), certs: certs}
 	mux := http.NewServeMux()
 	mux.Handle(cfg.Path, handler)
