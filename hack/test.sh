@@ -16,9 +16,12 @@
 #            with its gate on, and the series' own KEP-5322 specs (make test-upstream-e2e runs all
 #            DRA specs and the stock / gate off / gate on comparison)
 #   bench    the benchmark's smoke run (make bench BENCH_MODE=smoke)
+#   kind     the kind smoke (make test-kind): node images built with nothing from a registry, a
+#            three-node kind cluster, both drivers deployed from deploy/, test/kind's cluster tests,
+#            the cluster and the container engine taken down and the host checked
 #   release  two release builds give the same kubelet (hack/verify-release.sh)
-# Ends with one line "N passed, N failed" over every test that ran. build, e2e, upstream-e2e, bench
-# and release need root (Debian packages, containerd, kubelet); all need the Go module proxy.
+# Ends with one line "N passed, N failed" over every test that ran. build, e2e, upstream-e2e, bench,
+# kind and release need root (Debian packages, containerd, kubelet); all need the Go module proxy.
 # shellcheck disable=SC2317 # stages are called through stage()
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -138,6 +141,16 @@ bench_smoke() {
   fi
 }
 
+# kind_smoke: make test-kind, counted like the other go test stages.
+kind_smoke() {
+  local log="${results}/kind.log" rc=0
+  hack/test-kind.sh > "${log}" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL|--- )|test-kind|kind cluster .* up in' "${log}" | cut -c1-300 || true
+  [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
+  count_go_tests "${log}"
+  return "${rc}"
+}
+
 run_stage() {
   case "$1" in
     verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
@@ -148,8 +161,9 @@ run_stage() {
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
     upstream-e2e) stage "upstream's DRA node e2e specs, fork with the gate on (hack/test-upstream-e2e.sh)" upstream_e2e ;;
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
+    kind) stage "kind smoke: offline node images, a three-node cluster, both drivers (make test-kind)" kind_smoke ;;
     release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
-    *) die "unknown stage $1 (stages: verify unit adoption build upstream e2e upstream-e2e bench release)" ;;
+    *) die "unknown stage $1 (stages: verify unit adoption build upstream e2e upstream-e2e bench kind release)" ;;
   esac
 }
 
@@ -164,10 +178,10 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption build upstream e2e upstream-e2e bench release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption build upstream e2e upstream-e2e bench kind release)
 for name in "${stages[@]}"; do
   case "${name}" in
-    build | e2e | upstream-e2e | bench | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;
+    build | e2e | upstream-e2e | bench | kind | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;
   esac
 done
 for name in "${stages[@]}"; do
