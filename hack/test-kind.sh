@@ -7,7 +7,7 @@
 # deploy/gpu-driver), runs test/kind's cluster tests (build tag kindcluster: a healthy and a
 # permanently failing pod on each worker; the example driver's webhook denial and a broken GPU
 # across nodes; nothing left prepared), then takes everything down and checks the host is as it
-# was. KIND_KEEP=1 leaves the cluster up.
+# was: a failed check fails the test. KIND_KEEP=1 leaves the cluster up.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hack/kind/lib.sh
@@ -15,9 +15,18 @@ source "${REPO_ROOT}/hack/kind/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
 start=$(date +%s)
-[ "${KIND_KEEP:-}" = 1 ] || trap 'hack/kind-down.sh' EXIT
-hack/kind-up.sh
-hack/kind-deploy-driver.sh test-driver gpu-driver
-kind_env
-go test -tags kindcluster -count=1 -v ./test/kind -run 'TestWorkerPods|TestExampleDriver|TestDriverPolicyInEffect'
+# Chained with &&: set -e does not apply inside a function called as `run_tests || ...`.
+run_tests() {
+  hack/kind-up.sh &&
+    hack/kind-deploy-driver.sh test-driver gpu-driver &&
+    kind_env &&
+    go test -tags kindcluster -count=1 -v ./test/kind -run 'TestWorkerPods|TestExampleDriver|TestDriverPolicyInEffect'
+}
+rc=0
+run_tests || rc=$?
+# The teardown is part of the test: it fails when anything of the engine is left on the host.
+if [ "${KIND_KEEP:-}" != 1 ]; then
+  hack/kind-down.sh || rc=1
+fi
+[ "${rc}" -eq 0 ] || die "test-kind failed after $(($(date +%s) - start))s"
 log "test-kind passed in $(($(date +%s) - start))s"
