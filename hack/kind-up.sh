@@ -2,7 +2,7 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# make kind-up: a three-node kind cluster (deploy/kind/cluster.yaml) on this machine, nothing
+# make kind-up: a three-node kind cluster (KIND_CONFIG, default deploy/kind/cluster.yaml) on this machine, nothing
 # pulled from a registry: starts the container engine (hack/kind/engine.sh), builds the node images
 # (hack/kind-image.sh, cached), creates the cluster with kind built from its Go module, and checks
 # it: every node Ready, CoreDNS Running, and a pod on one worker reaches, through a Service's DNS
@@ -26,9 +26,9 @@ hack/kind/engine.sh start
 kind_env
 hack/kind-image.sh
 if kind get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
-  log "cluster ${KIND_CLUSTER} exists: checking it"
+  log "cluster ${KIND_CLUSTER} exists: checking it (it keeps the config it was created with; make kind-down first to use ${KIND_CONFIG})"
 else
-  timed "kind create cluster" kind create cluster --config deploy/kind/cluster.yaml --kubeconfig "${KIND_KUBECONFIG}" --wait 5m
+  timed "kind create cluster (${KIND_CONFIG})" kind create cluster --config "${KIND_CONFIG}" --kubeconfig "${KIND_KUBECONFIG}" --wait 5m
 fi
 
 check_cluster() {

@@ -24,6 +24,9 @@ KIND_BIN="${KIND_DIR}/bin"
 KIND_IMAGES="${KIND_DIR}/images"
 KIND_CACHE="${KIND_DIR}/cache"
 KIND_CLUSTER=dra-failfast
+# The cluster make kind-up creates: every node on the fork, or (make test-kind) a fleet mid-rollout
+# with a stock worker, deploy/kind/mixed-cluster.yaml. Relative to the repository root.
+KIND_CONFIG=${KIND_CONFIG:-deploy/kind/cluster.yaml}
 KIND_KUBECONFIG="${KIND_DIR}/kubeconfig"
 
 # kind_env: use the project's engine, kind and kubectl, and the cluster's kubeconfig.

@@ -287,35 +287,67 @@ func ReplaceKubelet(ctx context.Context, c *localcluster.Cluster, kubeletPath st
 	return nil
 }
 
-// republishInterval is how often waitForResourceSlices asks the driver to
+// republishInterval is how often WaitForNewSlices asks the driver to
 // republish while its slices are incomplete.
 const republishInterval = 2 * time.Second
 
-// waitForResourceSlices waits until the driver is healthy and its
-// ResourceSlices on the node hold a complete pool with all its devices,
-// none of them one of old. While a slice of old exists it just waits (the
-// kubelet has yet to delete it); once they are gone and the pool is
-// incomplete, it asks the driver to republish every republishInterval.
+// waitForResourceSlices waits until the driver is running and healthy and
+// its ResourceSlices on the node are a complete new pool: WaitForNewSlices.
 func (d *Driver) waitForResourceSlices(ctx context.Context, c *localcluster.Cluster, old sets.Set[types.UID]) error {
+	running := func() error {
+		if !d.Running() {
+			return fmt.Errorf("test driver %s exited: %v (log: %s)", d.opts.DriverName, d.proc.err, d.LogFile)
+		}
+		return nil
+	}
+	return WaitForNewSlices(ctx, c.Client(), &d.Client, d.opts.DriverName, c.NodeName(), d.opts.Devices, old, running)
+}
+
+// NodeSlices returns the UIDs of the ResourceSlices of driver on node and
+// how many devices they publish: what WaitForNewSlices waits to see replaced
+// after a kubelet restart.
+func NodeSlices(ctx context.Context, client kubernetes.Interface, driver, node string) (sets.Set[types.UID], int, error) {
+	slices, err := listDriverSlices(ctx, client, driver, node)
+	if err != nil {
+		return nil, 0, err
+	}
+	uids, devices := sets.New[types.UID](), 0
+	for _, slice := range slices {
+		uids.Insert(slice.UID)
+		devices += len(slice.Spec.Devices)
+	}
+	return uids, devices, nil
+}
+
+// WaitForNewSlices waits, after a kubelet restart (see RestartKubelet),
+// until the test driver reached through testDriver (named driver) is
+// healthy and its ResourceSlices on node hold a complete pool with devices
+// devices, none of them one of old. While a slice of old exists it just
+// waits (the kubelet has yet to delete it); once they are gone and the pool
+// is incomplete, it asks the driver to republish every republishInterval.
+// running, if not nil, reports a driver that can no longer come back.
+func WaitForNewSlices(ctx context.Context, client kubernetes.Interface, testDriver *testdriver.Client, driver, node string, devices int, old sets.Set[types.UID], running func() error) error {
 	logger := klog.FromContext(ctx)
 	var (
 		lastRepublish time.Time
 		state         string
 	)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if !d.Running() {
-			return false, fmt.Errorf("test driver %s exited: %v (log: %s)", d.opts.DriverName, d.proc.err, d.LogFile)
+		if running != nil {
+			if err := running(); err != nil {
+				return false, err
+			}
 		}
-		if err := d.Client.Healthz(ctx); err != nil {
+		if err := testDriver.Healthz(ctx); err != nil {
 			state = fmt.Sprintf("not healthy: %v", err)
 			return false, nil
 		}
-		slices, err := listDriverSlices(ctx, c.Client(), d.opts.DriverName, c.NodeName())
+		slices, err := listDriverSlices(ctx, client, driver, node)
 		if err != nil {
 			state = err.Error()
 			return false, nil
 		}
-		complete, why := poolComplete(slices, d.opts.DriverName, c.NodeName(), d.opts.Devices, old)
+		complete, why := poolComplete(slices, driver, node, devices, old)
 		state = why
 		if complete {
 			return true, nil
@@ -328,14 +360,14 @@ func (d *Driver) waitForResourceSlices(ctx context.Context, c *localcluster.Clus
 		}
 		if time.Since(lastRepublish) >= republishInterval {
 			lastRepublish = time.Now()
-			if err := d.Client.Republish(ctx); err != nil {
-				logger.V(2).Info("Republishing failed, will retry", "driver", d.opts.DriverName, "err", err)
+			if err := testDriver.Republish(ctx); err != nil {
+				logger.V(2).Info("Republishing failed, will retry", "driver", driver, "err", err)
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for the test driver %s and its ResourceSlices (%s): %w", d.opts.DriverName, state, err)
+		return fmt.Errorf("wait for the test driver %s and its ResourceSlices on %s (%s): %w", driver, node, state, err)
 	}
 	return nil
 }

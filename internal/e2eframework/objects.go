@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 // DeviceClassName is the DeviceClass of the test driver (demo/deviceclass.yaml).
@@ -178,4 +180,42 @@ func StartedContainers(pod *v1.Pod) []string {
 		}
 	}
 	return started
+}
+
+// ConditionJob returns Job name whose pods use a claim made from template, with a backoffLimit of 6
+// and a podFailurePolicy whose last rule fails the Job on the DRA failure's pod condition; rules
+// come before it.
+func ConditionJob(namespace, name, template string, rules ...batchv1.PodFailurePolicyRule) *batchv1.Job {
+	rules = append(rules, batchv1.PodFailurePolicyRule{
+		Action:          batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
+	})
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:     ptr.To[int32](6),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: rules},
+			Template:         v1.PodTemplateSpec{Spec: PodSpec(template, v1.RestartPolicyNever)},
+		},
+	}
+}
+
+// JobFailedReason waits up to timeout for Job namespace/name to fail and returns the reason of its
+// Failed condition, "" if it did not fail in time.
+func JobFailedReason(ctx context.Context, client kubernetes.Interface, namespace, name string, timeout time.Duration) string {
+	var reason string
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		job, err := client.BatchV1().Jobs(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
+				reason = c.Reason
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return reason
 }

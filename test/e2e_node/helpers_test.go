@@ -375,24 +375,11 @@ func replaceKubelet(ctx context.Context, t *testing.T, binary string, featureGat
 	t.Logf("kubelet %s running with %v, devices published again %.1fs after the restart began", filepath.Base(binary), featureGates, time.Since(start).Seconds())
 }
 
-// createConditionJob creates Job "name" in ns whose pods use a claim from
-// template, with a podFailurePolicy that fails the Job on the DRA failure's
-// condition and a backoffLimit of 6. rules come first.
+// createConditionJob creates e2eframework.ConditionJob in ns: it fails on the
+// DRA failure's condition, rules come first.
 func createConditionJob(t *testing.T, ns, name, template string, rules ...batchv1.PodFailurePolicyRule) {
 	t.Helper()
-	rules = append(rules, batchv1.PodFailurePolicyRule{
-		Action:          batchv1.PodFailurePolicyActionFailJob,
-		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: failfastdra.PodConditionType, Status: v1.ConditionTrue}},
-	})
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:     ptr.To[int32](6),
-			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: rules},
-			Template:         v1.PodTemplateSpec{Spec: e2eframework.PodSpec(template, v1.RestartPolicyNever)},
-		},
-	}
-	if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+	if _, err := client.BatchV1().Jobs(ns).Create(t.Context(), e2eframework.ConditionJob(ns, name, template, rules...), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create job %s: %v", name, err)
 	}
 }
@@ -401,21 +388,7 @@ func createConditionJob(t *testing.T, ns, name, template string, rules ...batchv
 // the reason of its Failed condition, "" if it did not fail.
 func jobFailedReason(t *testing.T, ns, name string, timeout time.Duration) string {
 	t.Helper()
-	var reason string
-	_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		j, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == v1.ConditionTrue {
-				reason = c.Reason
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return reason
+	return e2eframework.JobFailedReason(t.Context(), client, ns, name, timeout)
 }
 
 // jobPods counts the pods Job ns/name created.

@@ -173,6 +173,28 @@ func TestExampleDriver(t *testing.T) {
 	if err != nil {
 		t.Errorf("left after the Deployment was deleted: %v", left)
 	}
+
+	// The fault cleared (the GPU repaired, the plugin restarted as after a repair): the taint goes.
+	if out, err := exec.CommandContext(ctx, "docker", "exec", broken, "rm", "-f", gpuBrokenFile).CombinedOutput(); err != nil {
+		t.Fatalf("clearing the fault on %s: %v: %s", broken, err, out)
+	}
+	if err := client.CoreV1().Pods(gpuNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+		LabelSelector: gpuPluginLabel, FieldSelector: "spec.nodeName=" + broken}); err != nil {
+		t.Fatal(err)
+	}
+	cleared := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		published, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + broken + ",spec.driver=" + gpuDriver})
+		if err != nil || len(published.Items) == 0 {
+			return false, nil
+		}
+		return !slices.ContainsFunc(gpuTaints(ctx, t, client, broken, "gpu-0"), func(key string) bool { return key == failfastplugin.DefaultDeviceFaultTaintKey }), nil
+	})
+	if err != nil {
+		t.Errorf("%s's gpu-0 still tainted %v after the fault was cleared: %v", broken, gpuTaints(ctx, t, client, broken, "gpu-0"), err)
+	} else {
+		t.Logf("fault cleared on %s: gpu-0 published without the taint %.1fs after the plugin restarted", broken, time.Since(cleared).Seconds())
+	}
 }
 
 // gpuTaints returns the taint keys of a GPU in the example driver's ResourceSlices of node.

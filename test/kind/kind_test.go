@@ -2,16 +2,18 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package kind checks the kind recipe (deploy/kind) without a container
-// engine: the cluster config decodes strictly with kind's own API types,
-// each kubeadm patch decodes strictly as the type it patches, the fork's gate
-// reaches the kubelets and no other component, CDI is on, and the node
-// images are the ones hack/kind-image.sh builds.
+// engine: both cluster configs (cluster.yaml, all fork, and mixed-cluster.yaml,
+// a fleet mid-rollout) decode strictly with kind's own API types, each kubeadm
+// patch decodes strictly as the type it patches, the fork's gate reaches the
+// fork's kubelets and no other component (a stock kubelet refuses it), CDI is
+// on, and the node images are the ones hack/kind-image.sh builds.
 package kind
 
 import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,16 +36,37 @@ func repoFile(t *testing.T, path ...string) []byte {
 	return data
 }
 
-func loadCluster(t *testing.T) *kindv1alpha4.Cluster {
+// clusterConfigs are the kind cluster configs of deploy/kind: every node on the fork, and a fleet
+// mid-rollout with a stock worker.
+var clusterConfigs = []string{"cluster.yaml", "mixed-cluster.yaml"}
+
+// forEachCluster runs check on each of clusterConfigs, decoded strictly, as a subtest.
+func forEachCluster(t *testing.T, check func(t *testing.T, cluster *kindv1alpha4.Cluster)) {
+	for _, name := range clusterConfigs {
+		t.Run(name, func(t *testing.T) {
+			var cluster kindv1alpha4.Cluster
+			if err := yaml.UnmarshalStrict(repoFile(t, "deploy", "kind", name), &cluster); err != nil {
+				t.Fatalf("deploy/kind/%s is not a kind Cluster: %v", name, err)
+			}
+			if cluster.Kind != "Cluster" || cluster.APIVersion != "kind.x-k8s.io/v1alpha4" {
+				t.Fatalf("kind %q apiVersion %q", cluster.Kind, cluster.APIVersion)
+			}
+			check(t, &cluster)
+		})
+	}
+}
+
+// nodeImages returns the fork's and the stock node image names that hack/kind-image.sh builds:
+// dra-failfast/kind-node:<KUBE_VERSION>-dra-failfast.<FORK_REVISION> and <KUBE_VERSION>-stock.
+func nodeImages(t *testing.T) (fork, stock string) {
 	t.Helper()
-	var cluster kindv1alpha4.Cluster
-	if err := yaml.UnmarshalStrict(repoFile(t, "deploy", "kind", "cluster.yaml"), &cluster); err != nil {
-		t.Fatalf("deploy/kind/cluster.yaml is not a kind Cluster: %v", err)
+	lib := string(repoFile(t, "hack", "lib.sh"))
+	version := regexp.MustCompile(`(?m)^KUBE_VERSION=(\S+)$`).FindStringSubmatch(lib)
+	revision := regexp.MustCompile(`(?m)^FORK_REVISION=(\S+)$`).FindStringSubmatch(lib)
+	if version == nil || revision == nil {
+		t.Fatal("hack/lib.sh sets no KUBE_VERSION or FORK_REVISION")
 	}
-	if cluster.Kind != "Cluster" || cluster.APIVersion != "kind.x-k8s.io/v1alpha4" {
-		t.Fatalf("kind %q apiVersion %q", cluster.Kind, cluster.APIVersion)
-	}
-	return &cluster
+	return "dra-failfast/kind-node:" + version[1] + "-dra-failfast." + revision[1], "dra-failfast/kind-node:" + version[1] + "-stock"
 }
 
 // patchTarget is what every kubeadm config patch names.
@@ -112,66 +135,78 @@ func checkPatch(t *testing.T, patch string, got components) {
 	}
 }
 
+// The gate reaches every kubelet of a fork node and nothing else: not the control plane (a stock
+// control plane refuses a gate it does not know), not a stock node's kubelet (it refuses it too).
 func TestGateReachesKubeletsOnly(t *testing.T) {
-	cluster := loadCluster(t)
-	got := components{}
-	if cluster.FeatureGates[gate] {
-		got["every component (top-level featureGates)"] = true
-	}
-	if len(cluster.RuntimeConfig) > 0 {
-		t.Errorf("runtimeConfig %v: the recipe needs no API change", cluster.RuntimeConfig)
-	}
-	for _, patch := range cluster.KubeadmConfigPatches {
-		checkPatch(t, patch, got)
-	}
-	workers, controlPlanes := 0, 0
-	for i, node := range cluster.Nodes {
-		for _, patch := range node.KubeadmConfigPatches {
-			nodeGot := components{}
-			checkPatch(t, patch, nodeGot)
-			for component, on := range nodeGot {
+	fork, stock := nodeImages(t)
+	forEachCluster(t, func(t *testing.T, cluster *kindv1alpha4.Cluster) {
+		if cluster.FeatureGates[gate] {
+			t.Error("top-level featureGates: kind gives them to every component")
+		}
+		if len(cluster.RuntimeConfig) > 0 {
+			t.Errorf("runtimeConfig %v: the recipe needs no API change", cluster.RuntimeConfig)
+		}
+		if len(cluster.KubeadmConfigPatchesJSON6902) > 0 {
+			t.Error("JSON 6902 patches are not checked here; use kubeadmConfigPatches")
+		}
+		clusterWide := components{}
+		for _, patch := range cluster.KubeadmConfigPatches {
+			checkPatch(t, patch, clusterWide)
+		}
+		workers, controlPlanes := 0, 0
+		for i, node := range cluster.Nodes {
+			got := components{}
+			for component, on := range clusterWide {
+				got[component] = on
+			}
+			for _, patch := range node.KubeadmConfigPatches {
+				checkPatch(t, patch, got)
+			}
+			if len(node.KubeadmConfigPatchesJSON6902) > 0 {
+				t.Errorf("node %d: JSON 6902 patches are not checked here; use kubeadmConfigPatches", i)
+			}
+			switch node.Image {
+			case fork:
+				if !got["kubelet"] {
+					t.Errorf("node %d (%s): its kubelet does not get %s=true", i, node.Image, gate)
+				}
+			case stock:
+				if got["kubelet"] {
+					t.Errorf("node %d (%s): a stock kubelet gets %s and refuses to start", i, node.Image, gate)
+				}
+			default:
+				t.Errorf("node %d: image %q is neither %s nor %s", i, node.Image, fork, stock)
+			}
+			for component, on := range got {
 				if component != "kubelet" && on {
-					got[component] = true
+					t.Errorf("node %d: %s gets %s: a stock control plane refuses a gate it does not know", i, component, gate)
 				}
 			}
+			switch node.Role {
+			case kindv1alpha4.ControlPlaneRole:
+				controlPlanes++
+			case kindv1alpha4.WorkerRole:
+				workers++
+			}
 		}
-		if len(node.KubeadmConfigPatchesJSON6902) > 0 {
-			t.Errorf("node %d: JSON 6902 patches are not checked here; use kubeadmConfigPatches", i)
+		if controlPlanes != 1 || workers != 2 {
+			t.Errorf("%d control-plane and %d worker nodes, want the 3-node cluster of docs/kind.md", controlPlanes, workers)
 		}
-		switch node.Role {
-		case kindv1alpha4.ControlPlaneRole:
-			controlPlanes++
-		case kindv1alpha4.WorkerRole:
-			workers++
-		}
-	}
-	if len(cluster.KubeadmConfigPatchesJSON6902) > 0 {
-		t.Error("JSON 6902 patches are not checked here; use kubeadmConfigPatches")
-	}
-	if !got["kubelet"] {
-		t.Errorf("the kubelets do not get %s=true", gate)
-	}
-	for component, on := range got {
-		if component != "kubelet" && on {
-			t.Errorf("%s gets %s: a stock control plane refuses a gate it does not know", component, gate)
-		}
-	}
-	if controlPlanes != 1 || workers != 2 {
-		t.Errorf("%d control-plane and %d worker nodes, want the 3-node cluster of docs/kind.md", controlPlanes, workers)
-	}
+	})
 }
 
 func TestCDIEnabled(t *testing.T) {
-	cluster := loadCluster(t)
-	// kind's containerd config is in the version 2 format: the CRI plugin is io.containerd.grpc.v1.cri.
-	section := regexp.MustCompile(`(?m)^\s*\[plugins\."io\.containerd\.grpc\.v1\.cri"\]\s*$`)
-	enabled := regexp.MustCompile(`(?m)^\s*enable_cdi\s*=\s*true\s*$`)
-	for _, patch := range cluster.ContainerdConfigPatches {
-		if section.MatchString(patch) && enabled.MatchString(patch) {
-			return
+	forEachCluster(t, func(t *testing.T, cluster *kindv1alpha4.Cluster) {
+		// kind's containerd config is in the version 2 format: the CRI plugin is io.containerd.grpc.v1.cri.
+		section := regexp.MustCompile(`(?m)^\s*\[plugins\."io\.containerd\.grpc\.v1\.cri"\]\s*$`)
+		enabled := regexp.MustCompile(`(?m)^\s*enable_cdi\s*=\s*true\s*$`)
+		for _, patch := range cluster.ContainerdConfigPatches {
+			if section.MatchString(patch) && enabled.MatchString(patch) {
+				return
+			}
 		}
-	}
-	t.Errorf("no containerd config patch sets enable_cdi = true in the CRI plugin: %q", cluster.ContainerdConfigPatches)
+		t.Errorf("no containerd config patch sets enable_cdi = true in the CRI plugin: %q", cluster.ContainerdConfigPatches)
+	})
 }
 
 // kindSetting returns the value of NAME=VALUE in hack/kind/lib.sh, quotes removed.
@@ -184,24 +219,29 @@ func kindSetting(t *testing.T, name string) string {
 	return strings.Trim(m[1], `"`)
 }
 
-// The nodes run the image that hack/kind-image.sh builds:
-// dra-failfast/kind-node:<KUBE_VERSION>-dra-failfast.<FORK_REVISION>, as set in hack/lib.sh.
+// The nodes run the images that hack/kind-image.sh builds: cluster.yaml the fork's on every node,
+// mixed-cluster.yaml the stock one on its second worker only.
 func TestNodeImagesAreTheForks(t *testing.T) {
-	lib := string(repoFile(t, "hack", "lib.sh"))
-	version := regexp.MustCompile(`(?m)^KUBE_VERSION=(\S+)$`).FindStringSubmatch(lib)
-	revision := regexp.MustCompile(`(?m)^FORK_REVISION=(\S+)$`).FindStringSubmatch(lib)
-	if version == nil || revision == nil {
-		t.Fatal("hack/lib.sh sets no KUBE_VERSION or FORK_REVISION")
-	}
-	want := "dra-failfast/kind-node:" + version[1] + "-dra-failfast." + revision[1]
+	fork, stock := nodeImages(t)
 	if got := kindSetting(t, "KIND_NODE_IMAGE"); got != "dra-failfast/kind-node:${FORK_VERSION}" {
 		t.Errorf("hack/kind/lib.sh names the node image %q, want dra-failfast/kind-node:${FORK_VERSION}", got)
 	}
-	for i, node := range loadCluster(t).Nodes {
-		if node.Image != want {
-			t.Errorf("node %d image %q, want %q", i, node.Image, want)
-		}
+	if got := kindSetting(t, "KIND_STOCK_NODE_IMAGE"); got != "dra-failfast/kind-node:${KUBE_VERSION}-stock" {
+		t.Errorf("hack/kind/lib.sh names the stock node image %q, want dra-failfast/kind-node:${KUBE_VERSION}-stock", got)
 	}
+	forEachCluster(t, func(t *testing.T, cluster *kindv1alpha4.Cluster) {
+		var images []string
+		for _, node := range cluster.Nodes {
+			images = append(images, node.Image)
+		}
+		want := []string{fork, fork, fork}
+		if strings.HasPrefix(t.Name(), "TestNodeImagesAreTheForks/mixed") {
+			want[2] = stock
+		}
+		if !slices.Equal(images, want) {
+			t.Errorf("node images %q, want %q", images, want)
+		}
+	})
 	// The registry route: kind publishes kindest/node:v1.37.0 for kind v0.33.0, and no v1.37.1.
 	dockerfile := string(repoFile(t, "deploy", "kind", "Dockerfile"))
 	if !regexp.MustCompile(`(?m)^ARG KIND_NODE_IMAGE=kindest/node:v1\.37\.0$`).MatchString(dockerfile) {
@@ -212,41 +252,42 @@ func TestNodeImagesAreTheForks(t *testing.T) {
 // Nothing is pulled: kubeadm's imageRepository is the name the node images preload their images
 // under, and the kubelets start on cgroup v1 hosts.
 func TestImagesArePreloadedNames(t *testing.T) {
-	cluster := loadCluster(t)
 	repository := kindSetting(t, "KIND_IMAGE_REPOSITORY")
-	var imageRepository string
-	failCgroupV1 := true
-	for _, patch := range cluster.KubeadmConfigPatches {
-		var target patchTarget
-		if err := yaml.Unmarshal([]byte(patch), &target); err != nil {
-			t.Fatal(err)
-		}
-		switch target.Kind {
-		case "ClusterConfiguration":
-			var config kubeadmv1beta4.ClusterConfiguration
-			if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
+	forEachCluster(t, func(t *testing.T, cluster *kindv1alpha4.Cluster) {
+		var imageRepository string
+		failCgroupV1 := true
+		for _, patch := range cluster.KubeadmConfigPatches {
+			var target patchTarget
+			if err := yaml.Unmarshal([]byte(patch), &target); err != nil {
 				t.Fatal(err)
 			}
-			imageRepository = config.ImageRepository
-		case "KubeletConfiguration":
-			var config kubeletv1beta1.KubeletConfiguration
-			if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
-				t.Fatal(err)
-			}
-			if config.FailCgroupV1 != nil {
-				failCgroupV1 = *config.FailCgroupV1
+			switch target.Kind {
+			case "ClusterConfiguration":
+				var config kubeadmv1beta4.ClusterConfiguration
+				if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
+					t.Fatal(err)
+				}
+				imageRepository = config.ImageRepository
+			case "KubeletConfiguration":
+				var config kubeletv1beta1.KubeletConfiguration
+				if err := yaml.UnmarshalStrict([]byte(patch), &config); err != nil {
+					t.Fatal(err)
+				}
+				if config.FailCgroupV1 != nil {
+					failCgroupV1 = *config.FailCgroupV1
+				}
 			}
 		}
-	}
-	if imageRepository != repository {
-		t.Errorf("kubeadm imageRepository %q, want %q (hack/kind/lib.sh KIND_IMAGE_REPOSITORY)", imageRepository, repository)
-	}
-	if failCgroupV1 {
-		t.Error("the KubeletConfiguration patch does not set failCgroupV1: false: kubelets refuse to start on cgroup v1 hosts")
-	}
-	if cluster.Networking.DisableDefaultCNI {
-		t.Error("disableDefaultCNI: the node image's pod network (deploy/kind/node/manifests/default-cni.yaml) would not be installed")
-	}
+		if imageRepository != repository {
+			t.Errorf("kubeadm imageRepository %q, want %q (hack/kind/lib.sh KIND_IMAGE_REPOSITORY)", imageRepository, repository)
+		}
+		if failCgroupV1 {
+			t.Error("the KubeletConfiguration patch does not set failCgroupV1: false: kubelets refuse to start on cgroup v1 hosts")
+		}
+		if cluster.Networking.DisableDefaultCNI {
+			t.Error("disableDefaultCNI: the node image's pod network (deploy/kind/node/manifests/default-cni.yaml) would not be installed")
+		}
+	})
 }
 
 // The pod network kind installs from the node image: kind fills in the pod subnet only when the
@@ -274,19 +315,21 @@ func TestPodNetworkManifest(t *testing.T) {
 // policy, and the shipped policy is valid: an invalid one would stop every kubelet.
 func TestDriverPolicyMounted(t *testing.T) {
 	wantDir := filepath.Dir(failfastdra.DefaultDriverPolicyPath)
-	for i, node := range loadCluster(t).Nodes {
-		mounted := false
-		for _, m := range node.ExtraMounts {
-			if m.ContainerPath == wantDir {
-				mounted = true
-				data := repoFile(t, m.HostPath, filepath.Base(failfastdra.DefaultDriverPolicyPath))
-				if _, err := failfastdra.ParseDriverPolicy(data); err != nil {
-					t.Errorf("node %d: %s: %v", i, m.HostPath, err)
+	forEachCluster(t, func(t *testing.T, cluster *kindv1alpha4.Cluster) {
+		for i, node := range cluster.Nodes {
+			mounted := false
+			for _, m := range node.ExtraMounts {
+				if m.ContainerPath == wantDir {
+					mounted = true
+					data := repoFile(t, m.HostPath, filepath.Base(failfastdra.DefaultDriverPolicyPath))
+					if _, err := failfastdra.ParseDriverPolicy(data); err != nil {
+						t.Errorf("node %d: %s: %v", i, m.HostPath, err)
+					}
 				}
 			}
+			if !mounted {
+				t.Errorf("node %d mounts nothing at %s: its kubelet gets no driver failure policy", i, wantDir)
+			}
 		}
-		if !mounted {
-			t.Errorf("node %d mounts nothing at %s: its kubelet gets no driver failure policy", i, wantDir)
-		}
-	}
+	})
 }
