@@ -507,3 +507,111 @@ func workerNames(workers []worker) []string {
 	}
 	return names
 }
+
+// A reboot of the fork's worker (docker restart of its node container) with a running DRA pod and
+// a Failed pod on it: the running pod's claim is prepared again after the reboot (the CDI specs
+// under /var/run are gone with it); a driver that now answers Permanent for it must not fail the
+// pod, which had run; once the driver answers again the pod runs. The Failed pod stays Failed and
+// is never prepared again.
+func TestNodeReboot(t *testing.T) {
+	client, workers := connect(t)
+	ctx := t.Context()
+	w := workers[0]
+	namespace := newNamespace(t, client, "kind-reboot", map[string][]byte{
+		"healthy":   nil,
+		"permanent": testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "kind reboot: never works"}.Parameters(),
+	})
+	running := podOn(namespace, "running", "healthy", w.name)
+	running.Spec.RestartPolicy = v1.RestartPolicyAlways
+	createPod(t, client, running)
+	_, restarts := runningContainer(t, client, namespace, "running")
+	createPod(t, client, podOn(namespace, "permanent", "permanent", w.name))
+	if _, err := e2eframework.WaitForPod(ctx, client, namespace, "permanent", 30*time.Second, func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }); err != nil {
+		t.Fatalf("pod permanent on %s: not Failed in 30 s: %v", w, err)
+	}
+	old, devices, err := e2eframework.NodeSlices(ctx, client, testdriver.DefaultDriverName, w.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := func() string {
+		return strings.TrimSpace(runDocker(ctx, t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", w.name))
+	}
+	before := address()
+
+	start := time.Now()
+	runDocker(ctx, t, "restart", w.name)
+	if after := address(); after != before {
+		t.Fatalf("%s came back with address %s, was %s: its kubelet's --node-ip no longer exists", w.name, after, before)
+	}
+	// The driver on the node is a new process: set its answer for the namespace's claims the
+	// moment it serves, before the kubelet retries the pod (at its next resync, a minute later).
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return w.driver.SetBehavior(ctx, namespace, testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "kind reboot: device gone"}) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("test driver on %s not back after the reboot: %v", w, err)
+	}
+	t.Cleanup(func() { _ = w.driver.ClearBehavior(context.WithoutCancel(ctx), namespace) })
+	t.Logf("%s rebooted; its test driver answers again %.1fs later", w.name, time.Since(start).Seconds())
+	// /var/run is a tmpfs: the CDI spec of the running pod's claim went with the reboot.
+	if out := dockerExec(ctx, t, w.name, "cat /var/run/cdi/* 2>/dev/null || true"); strings.Contains(out, namespace+"/") {
+		t.Errorf("a CDI spec of the namespace's claims survived the reboot of %s:\n%s", w.name, out)
+	}
+	if err := e2eframework.WaitForNewSlices(ctx, client, w.driver, testdriver.DefaultDriverName, w.name, devices, old, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	claim, err := waitForClaim(ctx, t, w, namespace, "running", 3*time.Minute, func(c testdriver.ClaimStats) bool { return c.PrepareCalls >= 1 })
+	if err != nil {
+		t.Fatalf("pod running's claim not prepared again within 3 min of the reboot: %v", err)
+	}
+	if !claim.Permanent {
+		t.Fatalf("pod running's claim: the first prepare after the reboot was not answered Permanent (%+v): the override came too late", claim)
+	}
+	time.Sleep(5 * time.Second) // the fork fails a pod within a second of the answer
+	pod, err := client.CoreV1().Pods(namespace).Get(ctx, "running", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.Phase == v1.PodFailed || draCondition(pod) != nil {
+		t.Errorf("pod running, which had run, after a Permanent answer: %s, condition %v; want it not Failed", pod.Status.Phase, draCondition(pod))
+	}
+	t.Logf("pod running after %d Permanent answers: %s (it had run: retried)", claim.PrepareCalls, pod.Status.Phase)
+
+	if err := w.driver.ClearBehavior(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := runningContainer(t, client, namespace, "running"); n <= restarts {
+		t.Errorf("pod running: %d restarts, want more than %d after the reboot", n, restarts)
+	}
+	claim = claimOf(ctx, t, w, namespace, "running")
+	if !claim.Prepared {
+		t.Errorf("pod running's claim not prepared after the reboot: %+v", claim)
+	}
+	if !strings.Contains(dockerExec(ctx, t, w.name, "cat /var/run/cdi/* 2>/dev/null || true"), namespace+"/") {
+		t.Errorf("no CDI spec of pod running's claim on %s after the reboot", w.name)
+	}
+	t.Logf("pod running again %.1fs after the reboot, its claim prepared %d times since", time.Since(start).Seconds(), claim.PrepareCalls)
+
+	pod, err = client.CoreV1().Pods(namespace).Get(ctx, "permanent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Status.Phase != v1.PodFailed {
+		t.Errorf("pod permanent after the reboot: %s, want it still Failed", pod.Status.Phase)
+	}
+	if claim := claimOf(ctx, t, w, namespace, "permanent"); claim.PrepareCalls != 0 {
+		t.Errorf("pod permanent's claim prepared %d times after the reboot, want 0", claim.PrepareCalls)
+	}
+	checkNoLeaks(t, client, workers, namespace, "permanent")
+}
+
+// runDocker runs docker with args on the host (the project's engine: DOCKER_HOST).
+func runDocker(ctx context.Context, t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
