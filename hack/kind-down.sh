@@ -23,4 +23,4 @@ if [ "$(hack/kind/engine.sh status)" != stopped ]; then
   [ -z "$(docker network ls -q --filter driver=bridge)" ] || die "bridge networks left: $(docker network ls --filter driver=bridge --format '{{.Name}}')"
 fi
 hack/kind/engine.sh stop
-rm -f "${KIND_KUBECONFIG}"
+rm -f "${KIND_KUBECONFIG}" "${KIND_DIR}/cluster-config"

@@ -25,10 +25,15 @@ start=$(date +%s)
 hack/kind/engine.sh start
 kind_env
 hack/kind-image.sh
+# The config the cluster was created from, so that a cluster of another config is not reused.
+created_from="${KIND_DIR}/cluster-config"
 if kind get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
-  log "cluster ${KIND_CLUSTER} exists: checking it (it keeps the config it was created with; make kind-down first to use ${KIND_CONFIG})"
+  [ "$(cat "${created_from}" 2>/dev/null)" = "${KIND_CONFIG}" ] ||
+    die "cluster ${KIND_CLUSTER} exists, created from $(cat "${created_from}" 2>/dev/null || echo "an unknown config"), not ${KIND_CONFIG}: make kind-down first"
+  log "cluster ${KIND_CLUSTER} (${KIND_CONFIG}) exists: checking it"
 else
   timed "kind create cluster (${KIND_CONFIG})" kind create cluster --config "${KIND_CONFIG}" --kubeconfig "${KIND_KUBECONFIG}" --wait 5m
+  echo "${KIND_CONFIG}" > "${created_from}"
 fi
 
 check_cluster() {
