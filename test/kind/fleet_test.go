@@ -55,8 +55,8 @@ func dockerExec(ctx context.Context, t *testing.T, node, command string) string 
 
 // restartKubelet restarts w's kubelet through systemd, as an operator would, after swap (if not
 // nil) changed the node, and waits until the node is Ready with a kubelet of the wanted kind and
-// the test driver has published its devices again (a starting kubelet deletes its node's
-// ResourceSlices: see e2eframework.RestartKubelet).
+// the test driver has published its devices again. The new slices also prove that the new kubelet
+// runs: a starting kubelet deletes its node's ResourceSlices (see e2eframework.RestartKubelet).
 func restartKubelet(t *testing.T, client kubernetes.Interface, w worker, wantFork bool, swap func()) {
 	t.Helper()
 	ctx := t.Context()
@@ -76,13 +76,16 @@ func restartKubelet(t *testing.T, client kubernetes.Interface, w worker, wantFor
 		}
 		for _, c := range node.Status.Conditions {
 			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue && c.LastHeartbeatTime.After(start), nil
+				// The API keeps whole seconds: a heartbeat in start's second is not "after" start.
+				return c.Status == v1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(start.Truncate(time.Second)), nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: not Ready with the %s kubelet after the restart: %v", w.name, kubeletKind(wantFork), err)
+		node, _ := client.CoreV1().Nodes().Get(context.WithoutCancel(ctx), w.name, metav1.GetOptions{})
+		out, _ := exec.Command("docker", "exec", w.name, "sh", "-c", "systemctl status kubelet --no-pager | head -5; journalctl -u kubelet --no-pager -o cat | tail -20").CombinedOutput()
+		t.Fatalf("%s: not Ready with the %s kubelet after the restart: %v\nnode's kubelet %q, conditions %+v\n%s", w.name, kubeletKind(wantFork), err, node.Status.NodeInfo.KubeletVersion, node.Status.Conditions, out)
 	}
 	if err := e2eframework.WaitForNewSlices(ctx, client, w.driver, testdriver.DefaultDriverName, w.name, devices, old, nil); err != nil {
 		t.Fatal(err)
