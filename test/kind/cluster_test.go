@@ -172,6 +172,16 @@ func checkNoLeaks(t *testing.T, client kubernetes.Interface, workers []worker, n
 			t.Errorf("pod %s Failed wrongly: %s: %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 		}
 	}
+	// The claims' UIDs, read before the pods (and their generated claims) go: the example
+	// driver names its CDI specs by claim UID, the test driver's name the claim.
+	claims, err := client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimUIDs []string
+	for _, claim := range claims.Items {
+		claimUIDs = append(claimUIDs, string(claim.UID))
+	}
 	if err := client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +197,7 @@ func checkNoLeaks(t *testing.T, client kubernetes.Interface, workers []worker, n
 	}
 	var leaks []string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		leaks = leaksIn(ctx, client, workers, namespace)
+		leaks = leaksIn(ctx, client, workers, namespace, claimUIDs)
 		return len(leaks) == 0, nil
 	})
 	for _, leak := range leaks {
@@ -196,7 +206,7 @@ func checkNoLeaks(t *testing.T, client kubernetes.Interface, workers []worker, n
 	t.Logf("namespace %s: %d pods, %d wrongly failed, %d leaks (prepared claims, CDI specs, reservations)", namespace, len(pods.Items), wronglyFailed, len(leaks))
 }
 
-func leaksIn(ctx context.Context, client kubernetes.Interface, workers []worker, namespace string) []string {
+func leaksIn(ctx context.Context, client kubernetes.Interface, workers []worker, namespace string, claimUIDs []string) []string {
 	var leaks []string
 	for _, w := range workers {
 		stats, err := w.driver.Stats(ctx)
@@ -212,7 +222,7 @@ func leaksIn(ctx context.Context, client kubernetes.Interface, workers []worker,
 		if err != nil {
 			return []string{fmt.Sprintf("reading %s's CDI specs: %v: %s", w, err, out)}
 		}
-		if strings.Contains(string(out), namespace+"/") {
+		if strings.Contains(string(out), namespace+"/") || slices.ContainsFunc(claimUIDs, func(uid string) bool { return strings.Contains(string(out), uid) }) {
 			leaks = append(leaks, fmt.Sprintf("a CDI spec of the namespace's claims on %s", w))
 		}
 	}

@@ -477,7 +477,9 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 	spent := fmt.Sprintf("%d failed %s in %s, budget %s", count.attempts, plural(count.attempts, "attempt", "attempts"), elapsed.Round(time.Second), rule.RetryBudget)
 	for i := range result.Claims {
 		if claim := &result.Claims[i]; claim.Outcome == FailedTransient {
-			claim.Outcome, claim.Budget = FailedPermanent, spent
+			// An ignored Permanent answer counted like any other error; once
+			// the budget fails the claim it is no longer a downgrade.
+			claim.Outcome, claim.Budget, claim.Downgraded = FailedPermanent, spent, ""
 		}
 	}
 	logger.Info("DRA driver kept failing: the node's retry budget ran out, failing the pod's claims permanently", "driverName", result.Driver, "budget", spent)
@@ -489,9 +491,12 @@ func PolicyDecision(policy *DriverFailurePolicy, result DriverResult) string {
 	rule := policy.RuleFor(result.Driver)
 	var effects []string
 	if slices.ContainsFunc(result.Claims, func(c ClaimResult) bool { return c.Outcome == FailedPermanent }) {
-		if rule.permanent() == PermanentIgnore {
+		switch {
+		case rule.permanent() == PermanentIgnore && rule.RetryBudget != nil && result.Err == nil:
+			effects = append(effects, "the Permanent answer is ignored and counts against the retry budget ("+rule.RetryBudget.String()+"): the pod fails when it runs out")
+		case rule.permanent() == PermanentIgnore:
 			effects = append(effects, "the Permanent answer is ignored: the pod is retried")
-		} else {
+		default:
 			effects = append(effects, "the Permanent answer is honored: the pod fails")
 		}
 	} else if result.Err == nil && slices.ContainsFunc(result.Claims, func(c ClaimResult) bool { return c.Outcome == FailedTransient }) {

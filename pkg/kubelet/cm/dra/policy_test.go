@@ -255,6 +255,28 @@ func TestRetryBudgetDuration(t *testing.T) {
 	}
 }
 
+// TestIgnoredPermanentCountsAgainstBudget: with Ignore and a retry budget, an
+// ignored Permanent answer is retried and counted like any unmarked error;
+// the attempt that exhausts the budget fails the pod and is not logged or
+// counted as a downgrade.
+func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
+	enableFeature(t, true)
+	usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
+	downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
+	before, _ := testutil.GetCounterMetricValue(downgrades)
+	if err := attempt(t, "pod", permanentAnswer); err == nil || IsPermanent(err) {
+		t.Fatalf("first ignored Permanent answer: %v, want a transient error", err)
+	}
+	err := attempt(t, "pod", permanentAnswer)
+	if !IsPermanent(err) || !strings.Contains(err.Error(), "retry budget exhausted (2 failed attempts in 0s, budget 2 attempts): device on fire") {
+		t.Fatalf("second ignored Permanent answer: %v, want permanent, the budget exhausted", err)
+	}
+	after, _ := testutil.GetCounterMetricValue(downgrades)
+	if after-before != 1 {
+		t.Errorf("policy_ignore downgrades grew by %v, want 1 (the first attempt only)", after-before)
+	}
+}
+
 func TestRetryBudgetResetBySuccess(t *testing.T) {
 	enableFeature(t, true)
 	usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 2}}\n")
@@ -365,7 +387,8 @@ func TestLoadDriverPolicy(t *testing.T) {
 }
 
 func TestPolicyDecision(t *testing.T) {
-	policy, err := ParseDriverPolicy([]byte(policyHeader + "drivers:\n- driver: i.example.com\n  permanent: Ignore\n- driver: b.example.com\n  retryBudget: {attempts: 3}\n"))
+	policy, err := ParseDriverPolicy([]byte(policyHeader + "drivers:\n- driver: i.example.com\n  permanent: Ignore\n- driver: b.example.com\n  retryBudget: {attempts: 3}\n" +
+		"- driver: ib.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 3}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +403,7 @@ func TestPolicyDecision(t *testing.T) {
 		{"i.example.com", permanent, "driver i.example.com: Ignore; the Permanent answer is ignored: the pod is retried"},
 		{"b.example.com", transient, "driver b.example.com: Honor, retry budget 3 attempts; the error counts against the retry budget (3 attempts): the pod fails when it runs out"},
 		{"h.example.com", transient, "driver h.example.com: Honor; no retry budget: the pod is retried"},
+		{"ib.example.com", permanent, "driver ib.example.com: Ignore, retry budget 3 attempts; the Permanent answer is ignored and counts against the retry budget (3 attempts): the pod fails when it runs out"},
 		{"b.example.com", DriverResult{Err: errors.New("unavailable"), Claims: transient.Claims}, "driver b.example.com: Honor, retry budget 3 attempts"},
 	} {
 		tc.result.Driver = tc.driver
