@@ -11,6 +11,12 @@
 // NodeUnprepareResources for all of them so that nothing stays prepared.
 //
 //	dra-failfast-check -driver NAME [-socket PATH] [-kubeconfig FILE] [-policy FILE] [-o text|json] [-allow-taint] NAMESPACE/CLAIM...
+//	dra-failfast-check -validate-policy [-policy FILE]
+//
+// -validate-policy only checks a DRA driver failure policy file as the
+// kubelet does at start (strict decoding, validation, errors naming the
+// entry at fault) and prints the policy it would put in effect: run it
+// before restarting a kubelet, which refuses to start on an invalid policy.
 //
 // The decisions follow the node's DRA driver failure policy (-policy, by
 // default the file the kubelet reads): a driver whose Permanent answers the
@@ -34,6 +40,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -62,12 +69,19 @@ func run() error {
 	output := flag.String("o", "text", "output: text or json")
 	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
 	policyFile := flag.String("policy", "", "the node's DRA driver failure policy file, which the decisions follow (default: $"+failfastdra.DriverPolicyEnv+", else "+failfastdra.DefaultDriverPolicyPath+" if it exists)")
+	onlyValidate := flag.Bool("validate-policy", false, "only check the policy file (-policy, or the kubelet's) as the kubelet does at start, print the policy in effect, and exit")
 	allowTaint := flag.Bool("allow-taint", false, "accept that the driver taints devices it reports broken during the check (otherwise the check fails when it did, after saying which)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -driver NAME [flags] NAMESPACE/CLAIM...\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *onlyValidate {
+		if flag.NArg() != 0 {
+			return fmt.Errorf("-validate-policy takes no claims, got %q", flag.Args())
+		}
+		return validatePolicy(os.Stdout, *policyFile)
+	}
 	if *driver == "" || flag.NArg() == 0 {
 		flag.Usage()
 		return fmt.Errorf("need -driver and at least one NAMESPACE/CLAIM")
@@ -117,5 +131,16 @@ func run() error {
 			fmt.Print(report.Text())
 		}
 	}
+	return err
+}
+
+// validatePolicy checks the policy file as the kubelet does at start and
+// writes the policy it would put in effect.
+func validatePolicy(w io.Writer, file string) error {
+	path, policy, err := failfastdra.ReadDriverPolicy(file)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s: valid; the kubelet would put in effect: %s\n", path, policy)
 	return err
 }

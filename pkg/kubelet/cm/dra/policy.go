@@ -443,14 +443,14 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 		}
 		return
 	}
-	permanent, transient := false, false
+	permanent, transient, ignored := false, false, 0
 	for i := range result.Claims {
 		claim := &result.Claims[i]
 		switch claim.Outcome {
 		case FailedPermanent:
 			if rule.permanent() == PermanentIgnore {
 				claim.Outcome, claim.Downgraded = FailedTransient, DowngradePolicyIgnore
-				policyOutcomes.WithLabelValues(result.Driver, PolicyIgnored).Inc()
+				ignored++
 				transient = true
 				continue
 			}
@@ -460,14 +460,23 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 			transient = true
 		}
 	}
+	// Ignored answers count as ignored, unless the budget they count
+	// against runs out with this attempt: then they are budget_exhausted.
+	countIgnored := func() {
+		if ignored > 0 {
+			policyOutcomes.WithLabelValues(result.Driver, PolicyIgnored).Add(float64(ignored))
+		}
+	}
 	// Only claim errors of a driver that answered count against a budget;
 	// a permanent claim fails the pod anyway.
 	if rule.RetryBudget == nil || result.Err != nil || permanent || !transient {
+		countIgnored()
 		return
 	}
 	count := retryBudgets.failed(key)
 	elapsed := count.last.Sub(count.first)
 	if !rule.RetryBudget.exhausted(count.attempts, elapsed) {
+		countIgnored()
 		policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetRetry).Inc()
 		logger.V(4).Info("DRA driver failed; attempt counted against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "budget", rule.RetryBudget.String())
 		return

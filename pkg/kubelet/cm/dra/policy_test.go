@@ -264,6 +264,10 @@ func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
 	downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
 	before, _ := testutil.GetCounterMetricValue(downgrades)
+	ignored := policyOutcomes.WithLabelValues("d.example.com", PolicyIgnored)
+	exhausted := policyOutcomes.WithLabelValues("d.example.com", PolicyBudgetExhausted)
+	ignoredBefore, _ := testutil.GetCounterMetricValue(ignored)
+	exhaustedBefore, _ := testutil.GetCounterMetricValue(exhausted)
 	if err := attempt(t, "pod", permanentAnswer); err == nil || IsPermanent(err) {
 		t.Fatalf("first ignored Permanent answer: %v, want a transient error", err)
 	}
@@ -274,6 +278,12 @@ func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	after, _ := testutil.GetCounterMetricValue(downgrades)
 	if after-before != 1 {
 		t.Errorf("policy_ignore downgrades grew by %v, want 1 (the first attempt only)", after-before)
+	}
+	// The policy outcomes likewise: the exhausting attempt is the budget's, not an ignored answer.
+	ignoredAfter, _ := testutil.GetCounterMetricValue(ignored)
+	exhaustedAfter, _ := testutil.GetCounterMetricValue(exhausted)
+	if ignoredAfter-ignoredBefore != 1 || exhaustedAfter-exhaustedBefore != 1 {
+		t.Errorf("policy outcomes grew by ignored %v, budget_exhausted %v; want 1 and 1", ignoredAfter-ignoredBefore, exhaustedAfter-exhaustedBefore)
 	}
 }
 
