@@ -9,9 +9,14 @@
 # kind's own bridge network, and the API server is published by docker-proxy. Every container runs
 # through hack/kind/runtime-wrapper (the host cannot grant every capability `--privileged` asks for).
 #
+# Containers of this engine can still change the host outside themselves: kind's privileged nodes
+# run kubelets that write non-namespaced kernel tunables (protectKernelDefaults is off), and the
+# engine creates /lib/modules, which kind mounts into every node, on a host that has none. start
+# records these (once, until stop), stop puts them back and checks them.
+#
 # Usage: hack/kind/engine.sh start|stop|status|env
-#   start   install docker.io if needed, start the daemon unless it already runs
-#   stop    stop the daemon, unmount what it left, check nothing of it remains
+#   start   install docker.io if needed, record the host, start the daemon unless it already runs
+#   stop    stop the daemon, unmount what it left, restore the host, check nothing of it remains
 #   env     print the DOCKER_HOST line to eval in a shell
 # A docker already on the machine is left alone; set DOCKER_HOST yourself to use it instead.
 # shellcheck source=hack/lib.sh
@@ -24,6 +29,63 @@ ENGINE_RUN=/run/dra-failfast-docker
 ENGINE_SOCKET="${ENGINE_RUN}/docker.sock"
 ENGINE_PID="${ENGINE_RUN}/docker.pid"
 RUNTIME_NAME=dra-failfast-runc
+
+HOST_RECORD="${KIND_DIR}/host-before-engine"
+# The kernel tunables a kubelet sets at start (pkg/kubelet/cm: setupKernelTunables).
+HOST_SYSCTLS=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
+
+# record_host writes what the engine's containers may change, unless a record is there already
+# (the engine was started before and not stopped since: the first record is the host as found).
+record_host() {
+  [ -f "${HOST_RECORD}" ] && return 0
+  mkdir -p "${KIND_DIR}"
+  {
+    local s
+    for s in "${HOST_SYSCTLS[@]}"; do
+      echo "sysctl ${s} $(cat "/proc/sys/${s}")"
+    done
+    if [ -e /lib/modules ]; then echo "path /lib/modules present"; else echo "path /lib/modules absent"; fi
+    echo "forward-policy iptables $(iptables -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3)"
+    echo "forward-policy ip6tables $(ip6tables -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3)"
+  } > "${HOST_RECORD}"
+}
+
+# restore_host puts back what record_host recorded and forgets the record.
+restore_host() {
+  [ -f "${HOST_RECORD}" ] || return 0
+  local kind name value
+  while read -r kind name value; do
+    case "${kind}" in
+      sysctl)
+        if [ "$(cat "/proc/sys/${name}")" != "${value}" ]; then
+          log "restoring sysctl ${name//\//.}=${value} (a node's kubelet set $(cat "/proc/sys/${name}"))"
+          echo "${value}" > "/proc/sys/${name}"
+        fi
+        ;;
+      path)
+        # Only an empty directory the engine made: anything in it is not ours to remove.
+        if [ "${value}" = absent ] && [ -d "${name}" ] && rmdir "${name}" 2>/dev/null; then
+          log "removed ${name} (made by the engine for kind's mount)"
+        fi
+        ;;
+    esac
+  done < "${HOST_RECORD}"
+}
+
+# host_changes prints what differs from the record, one line each.
+host_changes() {
+  [ -f "${HOST_RECORD}" ] || return 0
+  local kind name value now
+  while read -r kind name value; do
+    case "${kind}" in
+      sysctl) now=$(cat "/proc/sys/${name}") ;;
+      path) if [ -e "${name}" ]; then now=present; else now=absent; fi ;;
+      forward-policy) now=$("${name}" -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3) ;;
+      *) continue ;;
+    esac
+    [ "${now}" = "${value}" ] || echo "${kind} ${name}: ${now} (was ${value})"
+  done < "${HOST_RECORD}"
+}
 
 engine_running() {
   [ -f "${ENGINE_PID}" ] && kill -0 "$(cat "${ENGINE_PID}")" 2>/dev/null
@@ -50,6 +112,7 @@ start_engine() {
     return 0
   fi
   install_engine
+  record_host
   [ -x "${KIND_BIN}/runtime-wrapper" ] || go build -o "${KIND_BIN}/" "${REPO_ROOT}/hack/kind/runtime-wrapper"
   mkdir -p "${ENGINE_STATE}" "${ENGINE_RUN}"
   echo '{}' > "${ENGINE_STATE}/daemon.json"
@@ -90,7 +153,9 @@ stop_engine() {
       umount -l "${m}" 2>/dev/null || true
     done
   rm -rf "${ENGINE_RUN}"
+  restore_host
   check_engine_gone
+  rm -f "${HOST_RECORD}"
 }
 
 # check_engine_gone fails when anything of the engine remains on the host.
@@ -100,9 +165,17 @@ check_engine_gone() {
   pgrep -f "containerd.*${ENGINE_RUN}" > /dev/null && left+=("a containerd process")
   grep -qE "${ENGINE_STATE}|${ENGINE_RUN}" /proc/self/mountinfo && left+=("mounts under the engine's directories")
   ip -o link show type bridge 2>/dev/null | grep -qE ': (br-[0-9a-f]{12}|docker0)[:@]' && left+=("a docker bridge")
-  iptables -S 2>/dev/null | grep -q -- '-N DOCKER' && left+=("DOCKER iptables chains")
+  local cmd table change
+  for cmd in iptables ip6tables; do
+    for table in filter nat; do
+      "${cmd}" -t "${table}" -S 2>/dev/null | grep -q -- '-N DOCKER' && left+=("DOCKER chains in ${cmd} ${table}")
+    done
+  done
+  while read -r change; do
+    [ -z "${change}" ] || left+=("${change}")
+  done < <(host_changes)
   [ ${#left[@]} -eq 0 ] || die "the engine left: ${left[*]}"
-  log "docker: stopped, nothing of it left on the host"
+  log "docker: stopped, nothing of it left on the host (no process, mount, bridge or DOCKER chain; kernel tunables, /lib/modules and the FORWARD policies as found)"
 }
 
 case "${1:-}" in
