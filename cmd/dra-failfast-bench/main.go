@@ -3,7 +3,8 @@
 
 // Command dra-failfast-bench measures the dra-failfast kubelet against the
 // stock v1.37.1 kubelet on a local single-node cluster (make bench): six
-// scenarios, both kubelets on the same node with the same driver and
+// scenarios (the sixth, controller churn, also with the admission webhook
+// registered and with device taints), both kubelets on the same node with the same driver and
 // workload, results in <output>/bench/<timestamp>/ (results.json, report.md,
 // SVG plots). Needs root, like make demo, and the binaries of make build.
 //
@@ -11,8 +12,9 @@
 //	dra-failfast-bench -render DIR   # report.md and plots again from DIR/results.json
 //
 // In smoke mode it also checks what must hold on any machine (fork pods
-// Failed, one prepare and one unprepare per failing pod, the files parse)
-// and exits 1 otherwise; make test runs it so.
+// Failed, one prepare and one unprepare per failing pod, the webhook keeps
+// the churn's pods waiting, at most one Failed pod per tainted broken
+// device, the files parse) and exits 1 otherwise; make test runs it so.
 package main
 
 import (

@@ -5,12 +5,20 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
 
 func TestQuantilesOf(t *testing.T) {
@@ -117,6 +125,16 @@ func sample() *Results {
 	}
 	r.Transient = Transient{Fork: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{25000})}, Stock: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{26000})}}
 	r.Churn = Churn{Fork: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 400, FailedLeft: 398}, Stock: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 2, Pending: 2}}
+	denied := WebhookChurnRun{Replicas: 2, WindowSeconds: 120, TemplateDenied: true, PodsCreated: 2, Pending: 2, ClaimCreationFailures: 9,
+		DenyMessage: "admission webhook \"validate.driver.dra-failfast.test\" denied the request: bench/claim: `prepare` \"Sometimes\" is not one of\nSucceed, Transient"}
+	r.Churn.Webhook = WebhookChurn{Fork: denied, Stock: denied}
+	broken := []string{"dev-0", "dev-1"}
+	r.Churn.DeviceTaints = TaintChurn{
+		Fork: TaintChurnRun{Replicas: 2, WindowSeconds: 120, Devices: 4, BrokenDevices: broken, PodsCreated: 4, Failed: 2, Running: 2,
+			FailedOn: map[string]int{"dev-0": 1, "dev-1": 1}, TaintedDevices: broken, AllRunningSeconds: 6.5, PrepareCalls: 4, UnprepareCalls: 4},
+		Stock: TaintChurnRun{Replicas: 2, WindowSeconds: 120, Devices: 4, BrokenDevices: broken, PodsCreated: 2, Pending: 2,
+			FailedOn: map[string]int{}, TaintedDevices: broken, AllRunningSeconds: NaN, PrepareCalls: 6},
+	}
 	r.summarize()
 	return r
 }
@@ -137,13 +155,15 @@ func TestSummarizeAndGoals(t *testing.T) {
 		met[g.Target] = g.Met
 	}
 	want := map[string]bool{
-		"p99 driver answer -> API Failed <= 200 ms":                 true,
-		"fork: exactly 1 prepare and 1 unprepare per failing pod":   true,
-		"fork kubelet CPU <= 1/5 of stock over the window":          true,
-		"fork kubelet API requests <= 1/5 of stock over the window": true,
-		"fork/stock p50 create -> Running <= 1.02 (sequential)":     true,
-		"fork/stock p50 create -> Running <= 1.02 (batches)":        true,
-		"fork/stock p50 create -> Running equal (within 10%)":       true,
+		"p99 driver answer -> API Failed <= 200 ms":                                                                true,
+		"fork: exactly 1 prepare and 1 unprepare per failing pod":                                                  true,
+		"fork kubelet CPU <= 1/5 of stock over the window":                                                         true,
+		"fork kubelet API requests <= 1/5 of stock over the window":                                                true,
+		"fork/stock p50 create -> Running <= 1.02 (sequential)":                                                    true,
+		"fork/stock p50 create -> Running <= 1.02 (batches)":                                                       true,
+		"fork/stock p50 create -> Running equal (within 10%)":                                                      true,
+		"invalid template denied at create; the pods wait: none Failed or Running, no driver call (both kubelets)": true,
+		"fork: replicas fail on broken devices, at most 1 Failed pod per broken device and none on a healthy one; all replicas Running within the window": true,
 	}
 	for target, wantMet := range want {
 		if got, ok := met[target]; !ok || got != wantMet {
@@ -159,11 +179,124 @@ func TestSummarizeAndGoals(t *testing.T) {
 	}
 }
 
+func TestChurnGoals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spoil    func(*Results)
+		scenario string
+	}{
+		"template admitted on stock":      {func(r *Results) { r.Churn.Webhook.Stock.TemplateDenied = false }, "6a churn, webhook registered"},
+		"a pod Failed with the webhook":   {func(r *Results) { r.Churn.Webhook.Fork.Failed = 1 }, "6a churn, webhook registered"},
+		"a pod ran with the webhook":      {func(r *Results) { r.Churn.Webhook.Fork.Running = 1 }, "6a churn, webhook registered"},
+		"a driver call with the webhook":  {func(r *Results) { r.Churn.Webhook.Stock.PrepareCalls = 1 }, "6a churn, webhook registered"},
+		"webhook scenario not run":        {func(r *Results) { r.Churn.Webhook.Fork = WebhookChurnRun{} }, "6a churn, webhook registered"},
+		"a broken device failed two pods": {func(r *Results) { r.Churn.DeviceTaints.Fork.FailedOn["dev-0"] = 2 }, "6b churn, device taints"},
+		"a healthy device failed a pod":   {func(r *Results) { r.Churn.DeviceTaints.Fork.FailedOn["dev-2"] = 1 }, "6b churn, device taints"},
+		"a replica not running":           {func(r *Results) { r.Churn.DeviceTaints.Fork.Running = 1 }, "6b churn, device taints"},
+		"no pod failed: taints not exercised": {func(r *Results) {
+			r.Churn.DeviceTaints.Fork.Failed, r.Churn.DeviceTaints.Fork.FailedOn = 0, map[string]int{}
+		}, "6b churn, device taints"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := sample()
+			tc.spoil(r)
+			found := false
+			for _, g := range r.goals() {
+				if g.Scenario != tc.scenario {
+					continue
+				}
+				found = true
+				if g.Met {
+					t.Errorf("goal %q met: %s", g.Target, g.Measured)
+				}
+			}
+			if !found {
+				t.Errorf("no goal for %s", tc.scenario)
+			}
+		})
+	}
+}
+
+func TestTaintChurnRunCounts(t *testing.T) {
+	broken := []string{"dev-0", "dev-1"}
+	for name, tc := range map[string]struct {
+		failedOn         map[string]int
+		tainted          []string
+		maxPerDevice     int
+		onHealthy        int
+		untaintedFailing []string
+	}{
+		"none":                     {nil, nil, 0, 0, nil},
+		"one per broken device":    {map[string]int{"dev-0": 1, "dev-1": 1}, broken, 1, 0, nil},
+		"a broken device churns":   {map[string]int{"dev-0": 3}, []string{"dev-0"}, 3, 0, nil},
+		"healthy and unknown":      {map[string]int{"dev-2": 1, unknownDevice: 2}, nil, 2, 3, []string{"dev-2", unknownDevice}},
+		"failed but never tainted": {map[string]int{"dev-1": 1, "dev-0": 1}, []string{"dev-0"}, 1, 0, []string{"dev-1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run := TaintChurnRun{BrokenDevices: broken, FailedOn: tc.failedOn, TaintedDevices: tc.tainted}
+			if got := run.MaxFailedPerDevice(); got != tc.maxPerDevice {
+				t.Errorf("MaxFailedPerDevice = %d, want %d", got, tc.maxPerDevice)
+			}
+			if got := run.FailedOnHealthy(); got != tc.onHealthy {
+				t.Errorf("FailedOnHealthy = %d, want %d", got, tc.onHealthy)
+			}
+			if got := run.UntaintedFailing(); !slices.Equal(got, tc.untaintedFailing) {
+				t.Errorf("UntaintedFailing = %v, want %v", got, tc.untaintedFailing)
+			}
+		})
+	}
+}
+
+func TestWebhookDenial(t *testing.T) {
+	denied := "admission webhook \"validate.driver.dra-failfast.test\" denied the request: ns/claim: invalid"
+	for name, tc := range map[string]struct {
+		err  error
+		want string
+	}{
+		"admitted":          {nil, ""},
+		"denied":            {apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"}, "claim", errors.New(denied)), denied},
+		"forbidden by RBAC": {apierrors.NewForbidden(schema.GroupResource{Resource: "resourceclaimtemplates"}, "claim", errors.New("user cannot create")), ""},
+		"other error":       {errors.New("connection refused: denied the request"), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := webhookDenial(tc.err)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("webhookDenial = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAllRunningSeconds(t *testing.T) {
+	start := time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)
+	end := start.Add(time.Minute)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	w := &podWatcher{first: map[string]map[v1.PodPhase]time.Time{
+		"a": {v1.PodPending: at(0.1), v1.PodFailed: at(2)},
+		"b": {v1.PodPending: at(0.1), v1.PodRunning: at(3)},
+		"c": {v1.PodPending: at(2.1), v1.PodRunning: at(5.5)},
+		"d": {v1.PodPending: at(3), v1.PodRunning: at(70)},
+	}}
+	for _, tc := range []struct {
+		replicas int
+		want     Number
+	}{{1, 3}, {2, 5.5}, {3, NaN}, {0, NaN}} {
+		got := allRunningSeconds(w, start, end, tc.replicas)
+		if got != tc.want && !(got.IsNaN() && tc.want.IsNaN()) {
+			t.Errorf("allRunningSeconds(%d replicas) = %v, want %v", tc.replicas, got, tc.want)
+		}
+	}
+}
+
 func TestSmokeCheck(t *testing.T) {
 	r := sample()
 	r.Sizes.FailingPods, r.Sizes.CallsPods = 3, 1
 	if err := r.SmokeCheck(); err != nil {
 		t.Fatalf("SmokeCheck of a good run: %v", err)
+	}
+	// How far the fork got within the short window of 6b is not checked.
+	r.Churn.DeviceTaints.Fork.Failed, r.Churn.DeviceTaints.Fork.FailedOn, r.Churn.DeviceTaints.Fork.Running = 0, map[string]int{}, 0
+	if err := r.SmokeCheck(); err != nil {
+		t.Errorf("SmokeCheck of a run where no replica reached a broken device yet: %v", err)
 	}
 	for name, spoil := range map[string]func(*Results){
 		"a fork pod prepared twice":  func(r *Results) { r.DriverCalls.Fork.Pods[0].Prepare = 2 },
@@ -173,6 +306,17 @@ func TestSmokeCheck(t *testing.T) {
 		"storm retried":              func(r *Results) { r.Storm.Fork.PrepareCalls = 201 },
 		"time to Failed short":       func(r *Results) { r.TimeToFailed.DriverToFailed.N = 5 },
 		"calls scenario missing pod": func(r *Results) { r.DriverCalls.Fork.Pods = nil },
+		"webhook admitted template":  func(r *Results) { r.Churn.Webhook.Fork.TemplateDenied = false },
+		"webhook: a pod Failed":      func(r *Results) { r.Churn.Webhook.Stock.Failed = 1 },
+		"webhook: a driver call":     func(r *Results) { r.Churn.Webhook.Fork.PrepareCalls = 1 },
+		"webhook: pods not created":  func(r *Results) { r.Churn.Webhook.Stock.PodsCreated = 0 },
+		"webhook: no claim Events":   func(r *Results) { r.Churn.Webhook.Fork.ClaimCreationFailures = 0 },
+		"webhook not run":            func(r *Results) { r.Churn.Webhook.Stock = WebhookChurnRun{} },
+		"taints: two on one device":  func(r *Results) { r.Churn.DeviceTaints.Fork.FailedOn["dev-1"] = 2 },
+		"taints: healthy device":     func(r *Results) { r.Churn.DeviceTaints.Fork.FailedOn["dev-3"] = 1 },
+		"taints: device not tainted": func(r *Results) { r.Churn.DeviceTaints.Fork.TaintedDevices = []string{"dev-0"} },
+		"taints: stock failed a pod": func(r *Results) { r.Churn.DeviceTaints.Stock.Failed = 1 },
+		"taints not run":             func(r *Results) { r.Churn.DeviceTaints.Fork = TaintChurnRun{} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := sample()
@@ -197,6 +341,20 @@ func TestMarkdown(t *testing.T) {
 		"| kubelet CPU seconds, second half of the window | 30.00 | 0.50 | 0.017 |",
 		"| kubelet API requests, second half of the window | 4000 | 50 | 0.013 |",
 		"not Failed within 5m0s",
+		"### 6a. With the driver's admission webhook registered: the same Deployment, 2m0s",
+		"| claim template denied at create | yes | yes |",
+		"| FailedResourceClaimCreation Event writes | 9 | 9 |",
+		"| driver prepare calls | 0 | 0 |",
+		"The API server's answer: `admission webhook \"validate.driver.dra-failfast.test\" denied the request: bench/claim: 'prepare' \"Sometimes\" is not one of Succeed, Transient`",
+		"### 6b. With device taints: 2 of 4 devices broken, 2m0s",
+		"(" + faultyDriverName + "), the first of them broken (dev-0, dev-1)",
+		"| pods created | 2 | 4 |",
+		"| Failed pods of one broken device, at most | 0 | 1 |",
+		"| Failed pods on healthy devices | 0 | 0 |",
+		"| Running pods at the end | 0 | 2 |",
+		"| seconds until all replicas Running | - | 6.5 |",
+		"| devices tainted at the end | dev-0, dev-1 | dev-0, dev-1 |",
+		"| 6b churn, device taints | fork: replicas fail on broken devices, at most 1 Failed pod per broken device and none on a healthy one; all replicas Running within the window | 2 Failed (at most 1 per device, 0 on healthy ones), 2 of 2 Running, all after 6.5 s | yes |",
 		"Command: `make bench`", "2 cores, 24.0 GiB",
 		"](" + TimeToFailedPlot + ")", "](" + DriverCallsPlot + ")",
 	} {
@@ -243,6 +401,15 @@ func TestSizesFor(t *testing.T) {
 	if full.FailingPods != 30 || full.StormPods != 200 || full.HealthyPods != 100 || full.CallsWindow != 5*time.Minute {
 		t.Errorf("full sizes are not the issue's: %+v", full)
 	}
+	for _, mode := range []Mode{Full, Smoke} {
+		sizes, _ := SizesFor(mode)
+		if sizes.MitigatedChurnWindow <= 0 || sizes.MitigatedChurnWindow > sizes.ChurnWindow || sizes.ChurnReplicas < 1 {
+			t.Errorf("%s: mitigated churn window %v, churn window %v, %d replicas", mode, sizes.MitigatedChurnWindow, sizes.ChurnWindow, sizes.ChurnReplicas)
+		}
+		if devices := faultyDevices(sizes); devices-taintBrokenDevices < sizes.ChurnReplicas || devices > testdriver.MaxDevices {
+			t.Errorf("%s: %d devices for the device taint churn, %d broken: not enough healthy ones for %d replicas", mode, devices, taintBrokenDevices, sizes.ChurnReplicas)
+		}
+	}
 }
 
 func TestCheckRun(t *testing.T) {
@@ -254,6 +421,31 @@ func TestCheckRun(t *testing.T) {
 	}
 	if err := CheckRun(dir); err != nil {
 		t.Fatalf("CheckRun of a good run: %v", err)
+	}
+	// The mitigated churn runs come back from results.json as they went.
+	back, err := ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Churn.DeviceTaints.Fork, r.Churn.DeviceTaints.Fork; got.MaxFailedPerDevice() != 1 || got.AllRunningSeconds != want.AllRunningSeconds || !slices.Equal(got.TaintedDevices, want.TaintedDevices) {
+		t.Errorf("device taint churn read back as %+v, want %+v", got, want)
+	}
+	if !back.Churn.DeviceTaints.Stock.AllRunningSeconds.IsNaN() || back.Churn.Webhook.Fork != r.Churn.Webhook.Fork {
+		t.Errorf("churn read back as %+v", back.Churn)
+	}
+	report := filepath.Join(dir, ReportFile)
+	md, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(report, []byte(strings.Replace(string(md), "### 6b. ", "### ", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckRun(dir); err == nil || !strings.Contains(err.Error(), "scenario 6b") {
+		t.Errorf("CheckRun of a report without 6b: %v", err)
+	}
+	if err := os.WriteFile(report, md, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, DriverCallsPlot), []byte("<html/>"), 0o644); err != nil {
 		t.Fatal(err)

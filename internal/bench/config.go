@@ -6,9 +6,11 @@
 // (internal/testdriver): the same node, driver and workload, only the
 // kubelet binary changes between runs (e2eframework.ReplaceKubelet).
 //
-// Run executes six scenarios (see the Scenario constants), writes
-// results.json, report.md and SVG plots into Config.OutDir, and returns
-// the results. cmd/dra-failfast-bench is its command line (make bench).
+// Run executes six scenarios (see runScenarios), the sixth
+// (controller churn) also with each of its two mitigations: the driver's
+// admission webhook registered, and device taints. It writes results.json,
+// report.md and SVG plots into Config.OutDir, and returns the results.
+// cmd/dra-failfast-bench is its command line (make bench).
 package bench
 
 import (
@@ -67,6 +69,10 @@ type Sizes struct {
 	// for ChurnWindow.
 	ChurnReplicas int           `json:"churnReplicas"`
 	ChurnWindow   time.Duration `json:"churnWindow"`
+	// MitigatedChurnWindow is how long the churn Deployment is watched with
+	// a mitigation in place (the driver's admission webhook registered, or
+	// device taints): their outcome settles within seconds.
+	MitigatedChurnWindow time.Duration `json:"mitigatedChurnWindow"`
 	// SyncFrequency is both kubelets' syncFrequency, 0 for the default
 	// (1m): a failed prepare is retried at the pod's next resync.
 	SyncFrequency time.Duration `json:"syncFrequency"`
@@ -87,7 +93,8 @@ func SizesFor(mode Mode) (Sizes, error) {
 			HealthyPods: 100, HealthyBatch: 20,
 			TransientPods: 5, TransientFailures: 2,
 			ChurnReplicas: 2, ChurnWindow: 5 * time.Minute,
-			AwaitCleanup: true,
+			MitigatedChurnWindow: 2 * time.Minute,
+			AwaitCleanup:         true,
 		}, nil
 	case Smoke:
 		return Sizes{
@@ -98,6 +105,10 @@ func SizesFor(mode Mode) (Sizes, error) {
 			HealthyPods: 4, HealthyBatch: 4,
 			TransientPods: 2, TransientFailures: 1,
 			ChurnReplicas: 2, ChurnWindow: 10 * time.Second,
+			// Long enough for a replica to fail on a broken device and its
+			// replacement to run on an idle node; smoke checks only what
+			// holds however far it got.
+			MitigatedChurnWindow: 10 * time.Second,
 			// Retries within seconds, so that "retried?" shows in a short window.
 			SyncFrequency: 10 * time.Second,
 		}, nil

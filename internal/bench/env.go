@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,11 +37,14 @@ var forkGates = map[string]bool{string(failfastdra.DRAHandlePermanentDriverFailu
 
 // env is the cluster, the driver and the kubelet in use.
 type env struct {
-	cfg     Config
-	sizes   Sizes
-	c       *localcluster.Cluster
-	client  kubernetes.Interface
-	driver  *e2eframework.Driver
+	cfg    Config
+	sizes  Sizes
+	c      *localcluster.Cluster
+	client kubernetes.Interface
+	driver *e2eframework.Driver
+	// faulty is the driver of the device taint churn (scenario 6b): few
+	// devices, broken ones reported with failfastplugin.DeviceFault.
+	faulty  *e2eframework.Driver
 	current Kubelet
 	nsSeq   int
 	start   time.Time
@@ -61,11 +66,22 @@ func (e *env) use(ctx context.Context, k Kubelet) error {
 		path, gates = e.cfg.ForkKubelet, forkGates
 	}
 	e.logf("switching the node's kubelet to %s (%s)", k, path)
-	if err := e2eframework.ReplaceKubelet(ctx, e.c, path, gates, e.driver); err != nil {
+	if err := e2eframework.ReplaceKubelet(ctx, e.c, path, gates, e.drivers()...); err != nil {
 		return fmt.Errorf("switch to the %s kubelet: %w", k, err)
 	}
 	e.current = k
 	return nil
+}
+
+// drivers are the drivers running next to the kubelet.
+func (e *env) drivers() []*e2eframework.Driver {
+	var drivers []*e2eframework.Driver
+	for _, d := range []*e2eframework.Driver{e.driver, e.faulty} {
+		if d != nil {
+			drivers = append(drivers, d)
+		}
+	}
+	return drivers
 }
 
 // namespace creates a fresh namespace for one scenario run.
@@ -78,12 +94,23 @@ func (e *env) namespace(ctx context.Context, scenario string) (string, error) {
 	return ns, nil
 }
 
-// scenarioNamespace sets up one scenario run: a fresh namespace, a watch of
-// its pods, and the claim template "claim" with parameters. done stops the
-// watch and deletes the namespace; it returns err joined with any cleanup
-// error (a failed cleanup fails the run: the next one would not start on an
-// idle node).
+// scenarioNamespace sets up one scenario run: watchedNamespace and the
+// claim template "claim" with parameters.
 func (e *env) scenarioNamespace(ctx context.Context, scenario string, parameters []byte) (ns string, w *podWatcher, done func(err error) error, err error) {
+	if ns, w, done, err = e.watchedNamespace(ctx, scenario); err != nil {
+		return "", nil, nil, err
+	}
+	if err := e.createTemplate(ctx, ns, parameters); err != nil {
+		return "", nil, nil, done(err)
+	}
+	return ns, w, done, nil
+}
+
+// watchedNamespace sets up one scenario run without a claim template: a
+// fresh namespace and a watch of its pods. done stops the watch and deletes
+// the namespace; it returns err joined with any cleanup error (a failed
+// cleanup fails the run: the next one would not start on an idle node).
+func (e *env) watchedNamespace(ctx context.Context, scenario string) (ns string, w *podWatcher, done func(err error) error, err error) {
 	if ns, err = e.namespace(ctx, scenario); err != nil {
 		return "", nil, nil, err
 	}
@@ -94,9 +121,6 @@ func (e *env) scenarioNamespace(ctx context.Context, scenario string, parameters
 		return errors.Join(err, e.deleteNamespace(ctx, ns))
 	}
 	if w, err = e.watchPods(ctx, ns); err != nil {
-		return "", nil, nil, done(err)
-	}
-	if err := e.createTemplate(ctx, ns, parameters); err != nil {
 		return "", nil, nil, done(err)
 	}
 	return ns, w, done, nil
@@ -184,9 +208,14 @@ func (e *env) createPods(ctx context.Context, ns, prefix string, n int) (map[str
 
 // claimsOf returns the driver's counters of the pods in ns, by pod name.
 func (e *env) claimsOf(ctx context.Context, ns string, pods []string) (map[string]testdriver.ClaimStats, error) {
-	stats, err := e.driver.Client.Stats(ctx)
+	return claimsOn(ctx, e.driver, ns, pods)
+}
+
+// claimsOn returns driver d's counters of the pods in ns, by pod name.
+func claimsOn(ctx context.Context, d *e2eframework.Driver, ns string, pods []string) (map[string]testdriver.ClaimStats, error) {
+	stats, err := d.Client.Stats(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("driver stats: %w", err)
+		return nil, fmt.Errorf("driver %s stats: %w", d.Name(), err)
 	}
 	claims := make(map[string]testdriver.ClaimStats, len(pods))
 	for _, pod := range pods {
@@ -199,9 +228,14 @@ func (e *env) claimsOf(ctx context.Context, ns string, pods []string) (map[strin
 
 // driverCalls sums the driver's calls for the claims of ns.
 func (e *env) driverCalls(ctx context.Context, ns string) (prepare, unprepare int, err error) {
-	stats, err := e.driver.Client.Stats(ctx)
+	return callsOn(ctx, e.driver, ns)
+}
+
+// callsOn sums driver d's calls for the claims of ns.
+func callsOn(ctx context.Context, d *e2eframework.Driver, ns string) (prepare, unprepare int, err error) {
+	stats, err := d.Client.Stats(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("driver stats: %w", err)
+		return 0, 0, fmt.Errorf("driver %s stats: %w", d.Name(), err)
 	}
 	for _, claim := range stats.Claims {
 		if claim.Namespace == ns {
@@ -289,6 +323,20 @@ func (e *env) kubeletEvents(ctx context.Context, ns string) (int, error) {
 	return writes, nil
 }
 
+// reasonEvents counts the Event writes with reason in ns, as kubeletEvents
+// does.
+func (e *env) reasonEvents(ctx context.Context, ns, reason string) (int, error) {
+	events, err := e.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		return 0, fmt.Errorf("%s events in %s: %w", reason, ns, err)
+	}
+	writes := 0
+	for _, ev := range events.Items {
+		writes += int(max(ev.Count, 1))
+	}
+	return writes, nil
+}
+
 // podWatcher records when each pod of a namespace was first seen in each
 // phase, from a watch (an informer), so that times do not depend on polling.
 type podWatcher struct {
@@ -368,6 +416,13 @@ func (w *podWatcher) count(phase v1.PodPhase) (inPhase, pods int) {
 		}
 	}
 	return inPhase, len(w.first)
+}
+
+// names returns the pods seen, sorted.
+func (w *podWatcher) names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.first))
 }
 
 // wait waits until every pod of pods was seen in phase.

@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -125,14 +126,81 @@ func (r *Results) Markdown() string {
 	t.compare("seconds between prepare calls (median)", tr.Stock.RetryIntervalMedian, tr.Fork.RetryIntervalMedian, 1)
 
 	c := r.Churn
-	fmt.Fprintf(&b, "\n## 6. Controller churn: a %d-replica Deployment with invalid claim config, %s\n\nNo admission webhook: this is the churn that KEP-5322's reviewers worried about, unmitigated (see docs/operators.md for the webhook and device taints that answer it).\n\n", c.Fork.Replicas, time.Duration(c.Fork.WindowSeconds)*time.Second)
+	fmt.Fprintf(&b, "\n## 6. Controller churn: a %d-replica Deployment with invalid claim config, %s\n\nNo admission webhook: this is the churn that KEP-5322's reviewers worried about, unmitigated. 6a and 6b measure the two answers to it (see docs/operators.md): the driver's admission webhook, and device taints.\n\n", c.Fork.Replicas, time.Duration(c.Fork.WindowSeconds)*time.Second)
 	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
 	t.compare("pods created", Number(c.Stock.PodsCreated), Number(c.Fork.PodsCreated), 0)
 	t.compare("Failed pods left behind", Number(c.Stock.FailedLeft), Number(c.Fork.FailedLeft), 0)
 	t.compare("Pending pods at the end", Number(c.Stock.Pending), Number(c.Fork.Pending), 0)
 	t.compare("driver prepare calls", Number(c.Stock.PrepareCalls), Number(c.Fork.PrepareCalls), 0)
 	t.compare("driver unprepare calls", Number(c.Stock.UnprepareCalls), Number(c.Fork.UnprepareCalls), 0)
+	c.writeMitigations(&b)
 	return b.String()
+}
+
+// writeMitigations writes the sections of scenarios 6a and 6b: the churn
+// with the webhook registered, and with device taints.
+func (c Churn) writeMitigations(b *strings.Builder) {
+	count := func(n int) string { return strconv.Itoa(n) }
+	w := c.Webhook
+	fmt.Fprintf(b, "\n### 6a. With the driver's admission webhook registered: the same Deployment, %s\n\n"+
+		"The test driver's validating webhook (the one the e2e tests register) checks the driver's opaque config when the claim template is created, and refuses it. "+
+		"The Deployment is created all the same: its pods reference a template that does not exist, the resourceclaim controller cannot create their claims (%s Events), "+
+		"and they wait, unscheduled. No pod reaches the kubelet: both kubelets should show the same.\n\n",
+		time.Duration(w.Fork.WindowSeconds)*time.Second, claimCreationFailedReason)
+	t := newTable(b, "over the window", "stock", "fork")
+	t.row("claim template denied at create", yesNo(w.Stock.TemplateDenied), yesNo(w.Fork.TemplateDenied))
+	for _, row := range []struct {
+		name        string
+		stock, fork int
+	}{
+		{"pods created", w.Stock.PodsCreated, w.Fork.PodsCreated},
+		{"Failed pods", w.Stock.Failed, w.Fork.Failed},
+		{"Pending pods at the end", w.Stock.Pending, w.Fork.Pending},
+		{"Running pods at the end", w.Stock.Running, w.Fork.Running},
+		{claimCreationFailedReason + " Event writes", w.Stock.ClaimCreationFailures, w.Fork.ClaimCreationFailures},
+		{"driver prepare calls", w.Stock.PrepareCalls, w.Fork.PrepareCalls},
+		{"driver unprepare calls", w.Stock.UnprepareCalls, w.Fork.UnprepareCalls},
+	} {
+		t.row(row.name, count(row.stock), count(row.fork))
+	}
+	if message := cmp.Or(w.Fork.DenyMessage, w.Stock.DenyMessage); message != "" {
+		fmt.Fprintf(b, "\nThe API server's answer: `%s`\n", strings.NewReplacer("`", "'", "\n", " ").Replace(message))
+	}
+
+	d := c.DeviceTaints
+	fmt.Fprintf(b, "\n### 6b. With device taints: %d of %d devices broken, %s\n\n"+
+		"A %d-replica Deployment with valid claims for the devices of a second test driver (%s), the first of them broken (%s). "+
+		"The driver reports a broken device with failfastplugin.DeviceFault: the device is tainted NoSchedule, and once the taint is in the API the kubelet gets a permanent answer. "+
+		"The allocator tries devices in order, so the replicas land on the broken devices first. "+
+		"The fork fails such a pod once, and the ReplicaSet's replacement, kept off the tainted device, runs; "+
+		"the stock kubelet retries the prepare at every resync and the pod stays Pending (a NoSchedule taint does not evict).\n\n",
+		len(d.Fork.BrokenDevices), d.Fork.Devices, time.Duration(d.Fork.WindowSeconds)*time.Second,
+		d.Fork.Replicas, faultyDriverName, strings.Join(d.Fork.BrokenDevices, ", "))
+	t = newTable(b, "over the window", "stock", "fork")
+	for _, row := range []struct {
+		name        string
+		stock, fork int
+	}{
+		{"pods created", d.Stock.PodsCreated, d.Fork.PodsCreated},
+		{"Failed pods", d.Stock.Failed, d.Fork.Failed},
+		{"Failed pods of one broken device, at most", d.Stock.MaxFailedPerDevice(), d.Fork.MaxFailedPerDevice()},
+		{"Failed pods on healthy devices", d.Stock.FailedOnHealthy(), d.Fork.FailedOnHealthy()},
+		{"Running pods at the end", d.Stock.Running, d.Fork.Running},
+		{"Pending pods at the end", d.Stock.Pending, d.Fork.Pending},
+	} {
+		t.row(row.name, count(row.stock), count(row.fork))
+	}
+	t.row("seconds until all replicas Running", formatNumber(d.Stock.AllRunningSeconds, 1), formatNumber(d.Fork.AllRunningSeconds, 1))
+	t.row("devices tainted at the end", devicesText(d.Stock.TaintedDevices), devicesText(d.Fork.TaintedDevices))
+	t.row("driver prepare calls", count(d.Stock.PrepareCalls), count(d.Fork.PrepareCalls))
+	t.row("driver unprepare calls", count(d.Stock.UnprepareCalls), count(d.Fork.UnprepareCalls))
+}
+
+func devicesText(devices []string) string {
+	if len(devices) == 0 {
+		return "none"
+	}
+	return strings.Join(devices, ", ")
 }
 
 func spreadText(s Spread, digits int) string {

@@ -325,10 +325,15 @@ type TransientRun struct {
 	RetryInterval       Spread `json:"retryIntervalSeconds"`
 }
 
-// Churn is scenario 6.
+// Churn is scenario 6: Fork and Stock unmitigated, then with each
+// mitigation.
 type Churn struct {
 	Fork  ChurnRun `json:"fork"`
 	Stock ChurnRun `json:"stock"`
+	// Webhook is 6a: the driver's admission webhook registered.
+	Webhook WebhookChurn `json:"webhook"`
+	// DeviceTaints is 6b: a driver that taints its broken devices.
+	DeviceTaints TaintChurn `json:"deviceTaints"`
 }
 
 // ChurnRun is scenario 6 on one kubelet.
@@ -340,6 +345,108 @@ type ChurnRun struct {
 	Pending        int     `json:"pending"`
 	PrepareCalls   int     `json:"prepareCalls"`
 	UnprepareCalls int     `json:"unprepareCalls"`
+}
+
+// WebhookChurn is scenario 6a.
+type WebhookChurn struct {
+	Fork  WebhookChurnRun `json:"fork"`
+	Stock WebhookChurnRun `json:"stock"`
+}
+
+// WebhookChurnRun is scenario 6a on one kubelet: the churn Deployment
+// (invalid claim config) with the driver's admission webhook registered,
+// watched for Sizes.MitigatedChurnWindow. Phases are counted at the end of
+// the window.
+type WebhookChurnRun struct {
+	Replicas      int     `json:"replicas"`
+	WindowSeconds float64 `json:"windowSeconds"`
+	// TemplateDenied tells whether the webhook refused the claim template
+	// at create; DenyMessage is what the API server answered.
+	TemplateDenied bool   `json:"templateDenied"`
+	DenyMessage    string `json:"denyMessage,omitempty"`
+	PodsCreated    int    `json:"podsCreated"`
+	Failed         int    `json:"failed"`
+	Pending        int    `json:"pending"`
+	Running        int    `json:"running"`
+	// ClaimCreationFailures counts the resourceclaim controller's Event
+	// writes saying it cannot create a pod's claims
+	// (FailedResourceClaimCreation): the pods wait for the refused template.
+	ClaimCreationFailures int `json:"claimCreationFailures"`
+	PrepareCalls          int `json:"prepareCalls"`
+	UnprepareCalls        int `json:"unprepareCalls"`
+}
+
+// waiting tells whether the run shows what the webhook is for: the template
+// denied, every replica created and waiting for it (none Failed or
+// Running), no call to the driver.
+func (r WebhookChurnRun) waiting() bool {
+	return r.Replicas > 0 && r.TemplateDenied && r.PodsCreated == r.Replicas && r.Failed == 0 && r.Running == 0 && r.PrepareCalls == 0
+}
+
+// TaintChurn is scenario 6b.
+type TaintChurn struct {
+	Fork  TaintChurnRun `json:"fork"`
+	Stock TaintChurnRun `json:"stock"`
+}
+
+// TaintChurnRun is scenario 6b on one kubelet: the churn Deployment with
+// valid claims on a driver whose first devices are broken and tainted when
+// they fail a claim, watched for Sizes.MitigatedChurnWindow. Phases and
+// taints are read at the end of the window.
+type TaintChurnRun struct {
+	Replicas      int      `json:"replicas"`
+	WindowSeconds float64  `json:"windowSeconds"`
+	Devices       int      `json:"devices"`
+	BrokenDevices []string `json:"brokenDevices"`
+	PodsCreated   int      `json:"podsCreated"`
+	Failed        int      `json:"failed"`
+	Pending       int      `json:"pending"`
+	Running       int      `json:"running"`
+	// FailedOn counts the Failed pods per device of their claim ("unknown":
+	// the driver never saw the claim).
+	FailedOn map[string]int `json:"failedOn"`
+	// TaintedDevices carry the device fault taint (NoSchedule) in the
+	// driver's ResourceSlices.
+	TaintedDevices []string `json:"taintedDevices"`
+	// AllRunningSeconds: from the Deployment's create until Replicas pods
+	// ran, NaN if they did not within the window.
+	AllRunningSeconds Number `json:"allRunningSeconds"`
+	PrepareCalls      int    `json:"prepareCalls"`
+	UnprepareCalls    int    `json:"unprepareCalls"`
+}
+
+// MaxFailedPerDevice is the most Failed pods of one device.
+func (r TaintChurnRun) MaxFailedPerDevice() int {
+	n := 0
+	for _, failed := range r.FailedOn {
+		n = max(n, failed)
+	}
+	return n
+}
+
+// FailedOnHealthy counts the Failed pods whose device was not broken (or is
+// unknown).
+func (r TaintChurnRun) FailedOnHealthy() int {
+	n := 0
+	for device, failed := range r.FailedOn {
+		if !slices.Contains(r.BrokenDevices, device) {
+			n += failed
+		}
+	}
+	return n
+}
+
+// UntaintedFailing lists the devices that failed a pod but carry no taint,
+// sorted.
+func (r TaintChurnRun) UntaintedFailing() []string {
+	var untainted []string
+	for device := range r.FailedOn {
+		if !slices.Contains(r.TaintedDevices, device) {
+			untainted = append(untainted, device)
+		}
+	}
+	slices.Sort(untainted)
+	return untainted
 }
 
 // Goal is one target of the issue and whether the run met it.

@@ -62,7 +62,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res.Settings = Settings{SyncFrequency: syncFrequency, ForkGates: forkGates, Devices: testdriver.MaxDevices, Notes: []string{
 		"Both kubelets run with the same KubeletConfiguration (internal/localcluster: kubeAPIQPS/Burst, eventRecordQPS defaults, maxPods 256); only the binary and the fork's gate change.",
-		"The test driver runs without its admission webhook: invalid claim config reaches the kubelet, as with a driver that has none.",
+		"The test driver's admission webhook is registered only in scenario 6a: elsewhere invalid claim config reaches the kubelet, as with a driver that has none.",
+		fmt.Sprintf("Scenario 6b uses a second test driver, %s, with %d devices, %d of them broken, which it reports with failfastplugin.DeviceFault (taint NoSchedule, then a permanent answer); it runs from the start, next to the first.",
+			faultyDriverName, faultyDevices(*cfg.Sizes), taintBrokenDevices),
 	}}
 
 	e.logf("starting a local cluster with the fork (%s)", cfg.ForkKubelet)
@@ -74,17 +76,24 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	e.c, e.client = c, c.Client()
 	defer func() {
-		if e.driver != nil {
-			_ = e.driver.Stop()
+		for _, d := range e.drivers() {
+			_ = d.Stop()
 		}
 		if downErr := c.Down(context.Background()); downErr != nil {
 			e.logf("cluster down: %v", downErr)
 		}
 	}()
-	if e.driver, err = e2eframework.StartDriver(ctx, c, e2eframework.DriverOptions{Devices: testdriver.MaxDevices}); err != nil {
+	// The webhook is served throughout, registered only in scenario 6a.
+	if e.driver, err = e2eframework.StartDriver(ctx, c, e2eframework.DriverOptions{Devices: testdriver.MaxDevices, Webhook: true}); err != nil {
 		return nil, err
 	}
 	if err := e2eframework.EnsureDeviceClass(ctx, e.client); err != nil {
+		return nil, err
+	}
+	if e.faulty, err = e2eframework.StartDriver(ctx, c, e2eframework.DriverOptions{DriverName: faultyDriverName, Devices: faultyDevices(*cfg.Sizes), TaintBroken: true}); err != nil {
+		return nil, err
+	}
+	if _, err := e2eframework.EnsureDeviceClassFor(ctx, e.client, faultyDriverName); err != nil {
 		return nil, err
 	}
 
@@ -140,8 +149,10 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 				continue
 			}
 			calls, storm, transient, churn := &res.DriverCalls.Fork, &res.Storm.Fork, &res.Transient.Fork, &res.Churn.Fork
+			webhookChurn, taintChurn := &res.Churn.Webhook.Fork, &res.Churn.DeviceTaints.Fork
 			if k == Stock {
 				calls, storm, transient, churn = &res.DriverCalls.Stock, &res.Storm.Stock, &res.Transient.Stock, &res.Churn.Stock
+				webhookChurn, taintChurn = &res.Churn.Webhook.Stock, &res.Churn.DeviceTaints.Stock
 			}
 			for _, s := range []struct {
 				name string
@@ -151,6 +162,8 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 				{"3 storm", func() (err error) { *storm, err = e.storm(ctx); return err }},
 				{"5 transient then success", func() (err error) { *transient, err = e.transient(ctx); return err }},
 				{"6 controller churn", func() (err error) { *churn, err = e.churn(ctx); return err }},
+				{"6a controller churn, webhook registered", func() (err error) { *webhookChurn, err = e.webhookChurn(ctx); return err }},
+				{"6b controller churn, device taints", func() (err error) { *taintChurn, err = e.taintChurn(ctx); return err }},
 			} {
 				if err := step(s.name, s.run); err != nil {
 					return err
@@ -206,6 +219,7 @@ func (r *Results) goals() []Goal {
 	batchRatio := ratio(r.Healthy.ForkBatched.P50, r.Healthy.StockBatched.P50)
 	transientRatio := ratio(r.Transient.Fork.ToRunning.P50, r.Transient.Stock.ToRunning.P50)
 	atMost := func(n, limit Number) bool { return !n.IsNaN() && n <= limit }
+	webhook, taints := r.Churn.Webhook, r.Churn.DeviceTaints.Fork
 	return []Goal{
 		{"1 time to Failed", "p99 driver answer -> API Failed <= 200 ms",
 			fmt.Sprintf("p99 %s ms (median of %d runs)", formatNumber(r.TimeToFailed.DriverToFailed.P99, 0), len(r.TimeToFailed.Runs)),
@@ -226,13 +240,26 @@ func (r *Results) goals() []Goal {
 			"ratio " + formatNumber(batchRatio, 3), atMost(batchRatio, 1.02)},
 		{"5 transient then success", "fork/stock p50 create -> Running equal (within 10%)",
 			"ratio " + formatNumber(transientRatio, 3), atMost(transientRatio, 1.1) && !atMost(transientRatio, 0.9)},
+		{"6a churn, webhook registered", "invalid template denied at create; the pods wait: none Failed or Running, no driver call (both kubelets)",
+			fmt.Sprintf("denied: stock %s, fork %s; stock/fork: %d/%d pods created, %d/%d Failed, %d/%d Running, %d/%d prepare calls",
+				yesNo(webhook.Stock.TemplateDenied), yesNo(webhook.Fork.TemplateDenied), webhook.Stock.PodsCreated, webhook.Fork.PodsCreated,
+				webhook.Stock.Failed, webhook.Fork.Failed, webhook.Stock.Running, webhook.Fork.Running, webhook.Stock.PrepareCalls, webhook.Fork.PrepareCalls),
+			webhook.Stock.waiting() && webhook.Fork.waiting()},
+		{"6b churn, device taints", "fork: replicas fail on broken devices, at most 1 Failed pod per broken device and none on a healthy one; all replicas Running within the window",
+			fmt.Sprintf("%d Failed (at most %d per device, %d on healthy ones), %d of %d Running, all after %s s",
+				taints.Failed, taints.MaxFailedPerDevice(), taints.FailedOnHealthy(), taints.Running, taints.Replicas, formatNumber(taints.AllRunningSeconds, 1)),
+			taints.Replicas > 0 && taints.Failed >= 1 && taints.MaxFailedPerDevice() <= 1 && taints.FailedOnHealthy() == 0 && taints.Running == taints.Replicas},
 	}
 }
 
 // SmokeCheck returns what a smoke run must show on any machine, however
 // slow: every fork pod of scenarios 1-3 Failed, each failing pod got exactly
-// one prepare and one unprepare, and the stock kubelet failed none.
-// Timings are never checked.
+// one prepare and one unprepare, and the stock kubelet failed none; with the
+// webhook (6a) the template is denied and the pods wait on both kubelets;
+// with device taints (6b) the fork failed at most one pod per broken device,
+// none on a healthy one, each device that failed a pod is tainted, and the
+// stock kubelet failed none. Timings, and how far 6b got within its window,
+// are never checked.
 func (r *Results) SmokeCheck() error {
 	var errs []error
 	if len(r.TimeToFailed.Runs) == 0 || r.TimeToFailed.DriverToFailed.N != r.Sizes.FailingPods*len(r.TimeToFailed.Runs) {
@@ -255,6 +282,24 @@ func (r *Results) SmokeCheck() error {
 	if r.Storm.Fork.PrepareCalls != r.Storm.Fork.Pods {
 		errs = append(errs, fmt.Errorf("storm: %d prepare calls for %d fork pods, want one each", r.Storm.Fork.PrepareCalls, r.Storm.Fork.Pods))
 	}
+	for _, c := range []struct {
+		k   Kubelet
+		run WebhookChurnRun
+	}{{Fork, r.Churn.Webhook.Fork}, {Stock, r.Churn.Webhook.Stock}} {
+		if run := c.run; !run.waiting() || run.ClaimCreationFailures == 0 {
+			errs = append(errs, fmt.Errorf("churn with the webhook on %s: template denied %v, %d of %d pods created, %d Failed, %d Running, %d prepare calls, %d %s Events; want denied, all created and waiting (Events say so), no call",
+				c.k, run.TemplateDenied, run.PodsCreated, run.Replicas, run.Failed, run.Running, run.PrepareCalls, run.ClaimCreationFailures, claimCreationFailedReason))
+		}
+	}
+	// How far the fork got within the window depends on the machine: only
+	// what it did is checked.
+	if taints := r.Churn.DeviceTaints.Fork; taints.Replicas == 0 || taints.MaxFailedPerDevice() > 1 || taints.FailedOnHealthy() > 0 || len(taints.UntaintedFailing()) > 0 {
+		errs = append(errs, fmt.Errorf("churn with device taints on fork: %d replicas, Failed pods per device %v, broken %v, tainted %v; want at most one per broken device, none on a healthy one, each tainted",
+			taints.Replicas, taints.FailedOn, taints.BrokenDevices, taints.TaintedDevices))
+	}
+	if taints := r.Churn.DeviceTaints.Stock; taints.Replicas == 0 || taints.Failed != 0 {
+		errs = append(errs, fmt.Errorf("churn with device taints on stock: %d replicas, %d Failed pods; want some replicas and none Failed", taints.Replicas, taints.Failed))
+	}
 	return errors.Join(errs...)
 }
 
@@ -272,6 +317,11 @@ func CheckRun(dir string) error {
 	for n := 1; n <= 6; n++ {
 		if !strings.Contains(string(report), fmt.Sprintf("\n## %d. ", n)) {
 			errs = append(errs, fmt.Errorf("%s has no section for scenario %d", ReportFile, n))
+		}
+	}
+	for _, variant := range []string{"6a", "6b"} {
+		if !strings.Contains(string(report), "\n### "+variant+". ") {
+			errs = append(errs, fmt.Errorf("%s has no section for scenario %s", ReportFile, variant))
 		}
 	}
 	for _, plot := range []string{TimeToFailedPlot, DriverCallsPlot, StormCPUPlot} {

@@ -8,14 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 // permanent is the opaque config of a claim the driver fails permanently.
@@ -287,6 +295,56 @@ func (e *env) transient(ctx context.Context) (run TransientRun, err error) {
 	return run, nil
 }
 
+// churnDeployment is the Deployment "churn" of the churn scenarios:
+// replicas pods, each with a claim from the template "claim".
+func churnDeployment(ns string, replicas int) *appsv1.Deployment {
+	labels := map[string]string{"app": "churn"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "churn"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(v1.RestartPolicyAlways)},
+		},
+	}
+}
+
+// startChurn creates the churn Deployment of ChurnReplicas pods in ns and
+// returns when the create request was sent: the start of the window.
+func (e *env) startChurn(ctx context.Context, ns string) (time.Time, error) {
+	start := time.Now()
+	if _, err := e.client.AppsV1().Deployments(ns).Create(ctx, churnDeployment(ns, e.sizes.ChurnReplicas), metav1.CreateOptions{}); err != nil {
+		return start, fmt.Errorf("deployment in %s: %w", ns, err)
+	}
+	return start, nil
+}
+
+// stopChurn scales the churn Deployment in ns to 0: no pod is created after
+// the window.
+func (e *env) stopChurn(ctx context.Context, ns string) error {
+	if _, err := e.client.AppsV1().Deployments(ns).Patch(ctx, "churn", "application/merge-patch+json",
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("scale the deployment in %s down: %w", ns, err)
+	}
+	return nil
+}
+
+// podPhases counts the pods of ns by phase now, and lists the Failed ones.
+func (e *env) podPhases(ctx context.Context, ns string) (phases map[v1.PodPhase]int, failed []string, err error) {
+	pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pods in %s: %w", ns, err)
+	}
+	phases = map[v1.PodPhase]int{}
+	for _, pod := range pods.Items {
+		phases[pod.Status.Phase]++
+		if pod.Status.Phase == v1.PodFailed {
+			failed = append(failed, pod.Name)
+		}
+	}
+	return phases, failed, nil
+}
+
 // churn (scenario 6): a Deployment whose claims carry invalid config,
 // watched for the churn window.
 func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
@@ -295,18 +353,9 @@ func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
 		return run, err
 	}
 	defer func() { err = done(err) }()
-	labels := map[string]string{"app": "churn"}
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "churn"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(e.sizes.ChurnReplicas)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(v1.RestartPolicyAlways)},
-		},
-	}
-	start := time.Now()
-	if _, err := e.client.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
-		return run, fmt.Errorf("deployment in %s: %w", ns, err)
+	start, err := e.startChurn(ctx, ns)
+	if err != nil {
+		return run, err
 	}
 	if err := sleepReporting(ctx, start.Add(e.sizes.ChurnWindow), time.Minute, func() {
 		failed, seen := w.count(v1.PodFailed)
@@ -315,23 +364,15 @@ func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
 		return run, err
 	}
 	// Stop the churn before counting, so that the counts belong to the window.
-	if _, err := e.client.AppsV1().Deployments(ns).Patch(ctx, "churn", "application/merge-patch+json",
-		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		return run, fmt.Errorf("scale the deployment down: %w", err)
+	if err := e.stopChurn(ctx, ns); err != nil {
+		return run, err
 	}
-	pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	phases, _, err := e.podPhases(ctx, ns)
 	if err != nil {
 		return run, err
 	}
 	_, run.PodsCreated = w.count(v1.PodFailed)
-	for _, pod := range pods.Items {
-		switch pod.Status.Phase {
-		case v1.PodFailed:
-			run.FailedLeft++
-		case v1.PodPending:
-			run.Pending++
-		}
-	}
+	run.FailedLeft, run.Pending = phases[v1.PodFailed], phases[v1.PodPending]
 	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.ChurnWindow.Seconds()
 	if run.PrepareCalls, run.UnprepareCalls, err = e.driverCalls(ctx, ns); err != nil {
 		return run, err
@@ -339,6 +380,303 @@ func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
 	e.logf("churn on %s over %s: %d pods created, %d Failed left, %d Pending, %d prepare / %d unprepare calls",
 		e.current, e.sizes.ChurnWindow, run.PodsCreated, run.FailedLeft, run.Pending, run.PrepareCalls, run.UnprepareCalls)
 	return run, nil
+}
+
+// claimCreationFailedReason is the reason of the resourceclaim controller's
+// Event when it cannot create a pod's claims (here: from a template that
+// does not exist).
+const claimCreationFailedReason = "FailedResourceClaimCreation"
+
+// webhookChurn (scenario 6a): the churn Deployment with the driver's
+// admission webhook registered, as the webhook-up branch of the e2e test
+// TestWebhookDownDeploymentChurn does it: the claim template with invalid
+// config is created first and refused, the Deployment is created all the
+// same, and its pods reference a template that does not exist. They wait,
+// unscheduled: the resourceclaim controller says it cannot create their
+// claims (FailedResourceClaimCreation), and no pod reaches the kubelet.
+func (e *env) webhookChurn(ctx context.Context) (run WebhookChurnRun, err error) {
+	ns, w, done, err := e.watchedNamespace(ctx, "churn-webhook")
+	if err != nil {
+		return run, err
+	}
+	defer func() { err = done(err) }()
+	if err := e.driver.RegisterWebhook(ctx, e.c); err != nil {
+		return run, err
+	}
+	// Unregistered before the namespace goes (the deferred calls run in
+	// reverse), so that no other scenario runs with the webhook.
+	defer func() {
+		unregisterErr := e.driver.UnregisterWebhook(ctx, e.c)
+		if unregisterErr == nil {
+			unregisterErr = e.awaitWebhook(ctx, ns, false)
+		}
+		err = errors.Join(err, unregisterErr)
+	}()
+	if err := e.awaitWebhook(ctx, ns, true); err != nil {
+		return run, err
+	}
+	tmpl := e2eframework.ClaimTemplate(ns, "claim", invalidConfig)
+	_, createErr := e.client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{})
+	switch denial := webhookDenial(createErr); {
+	case denial != "":
+		run.TemplateDenied, run.DenyMessage = true, truncate(denial, maxDenyMessage)
+	case createErr != nil:
+		return run, fmt.Errorf("claim template in %s: %w", ns, createErr)
+	default:
+		e.logf("churn with the webhook on %s: the template with invalid config was admitted", e.current)
+	}
+	start, err := e.startChurn(ctx, ns)
+	if err != nil {
+		return run, err
+	}
+	if err := sleepReporting(ctx, start.Add(e.sizes.MitigatedChurnWindow), time.Minute, func() {
+		failed, seen := w.count(v1.PodFailed)
+		e.logf("churn with the webhook on %s: %d pods created, %d Failed", e.current, seen, failed)
+	}); err != nil {
+		return run, err
+	}
+	phases, _, err := e.podPhases(ctx, ns)
+	if err != nil {
+		return run, err
+	}
+	_, run.PodsCreated = w.count(v1.PodFailed)
+	run.Failed, run.Pending, run.Running = phases[v1.PodFailed], phases[v1.PodPending], phases[v1.PodRunning]
+	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.MitigatedChurnWindow.Seconds()
+	if run.PrepareCalls, run.UnprepareCalls, err = e.driverCalls(ctx, ns); err != nil {
+		return run, err
+	}
+	// The Events are written asynchronously: wait up to 10s for the first,
+	// as the e2e test does.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := e.reasonEvents(ctx, ns, claimCreationFailedReason)
+		run.ClaimCreationFailures = n
+		return err == nil && n > 0, nil
+	}); err != nil && ctx.Err() != nil {
+		return run, ctx.Err()
+	}
+	if err := e.stopChurn(ctx, ns); err != nil {
+		return run, err
+	}
+	e.logf("churn with the webhook on %s over %s: template denied %v, %d pods created, %d Failed, %d Pending, %d Running, %d %s Event writes, %d prepare / %d unprepare calls",
+		e.current, e.sizes.MitigatedChurnWindow, run.TemplateDenied, run.PodsCreated, run.Failed, run.Pending, run.Running,
+		run.ClaimCreationFailures, claimCreationFailedReason, run.PrepareCalls, run.UnprepareCalls)
+	return run, nil
+}
+
+// maxDenyMessage bounds the webhook's answer kept in the results.
+const maxDenyMessage = 512
+
+// truncate cuts s to at most n bytes, at a character boundary, marking the
+// cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// webhookDenial returns the message of err if it is an admission webhook's
+// denial (403 Forbidden, "admission webhook ... denied the request: ..."),
+// "" otherwise.
+func webhookDenial(err error) string {
+	if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "denied the request") {
+		return ""
+	}
+	return err.Error()
+}
+
+// awaitWebhook waits until the API server applies the driver's webhook to
+// ns (effective) or no longer does (!effective): until a dry-run create of a
+// claim template with invalid config is refused by it, or admitted. The API
+// server learns of a ValidatingWebhookConfiguration through a watch: it is
+// not in effect the moment it is created, nor gone the moment it is deleted.
+func (e *env) awaitWebhook(ctx context.Context, ns string, effective bool) error {
+	start := time.Now()
+	tmpl := e2eframework.ClaimTemplate(ns, "webhook-probe", invalidConfig)
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = e.client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if effective {
+			return webhookDenial(last) != "", nil
+		}
+		return last == nil, nil
+	})
+	state := map[bool]string{true: "in effect", false: "gone"}[effective]
+	if err != nil {
+		return fmt.Errorf("the driver's admission webhook not %s for %s after %s (last dry-run create of invalid config: %v): %w",
+			state, ns, time.Since(start).Round(time.Second), last, err)
+	}
+	e.logf("the driver's admission webhook is %s (%.1fs)", state, time.Since(start).Seconds())
+	return nil
+}
+
+// Scenario 6b's driver: few devices, the first taintBrokenDevices of them
+// broken, and as many healthy ones as the churn Deployment has replicas. It
+// reports a broken device with failfastplugin.DeviceFault, which taints the
+// device NoSchedule before the kubelet gets the permanent answer, as
+// TestDeviceFaultTaintStopsChurn runs it (4 devices, 2 broken, 2 replicas).
+const (
+	faultyDriverName   = "faulty.dra-failfast.test"
+	taintBrokenDevices = 2
+)
+
+// faultyDevices is how many devices scenario 6b's driver publishes.
+func faultyDevices(s Sizes) int { return taintBrokenDevices + s.ChurnReplicas }
+
+// brokenDevices are the devices scenario 6b breaks: the first ones, which
+// the allocator, trying devices in order, hands out first.
+func brokenDevices() []string {
+	devices := make([]string, taintBrokenDevices)
+	for i := range devices {
+		devices[i] = testdriver.DeviceName(i)
+	}
+	return devices
+}
+
+// unknownDevice is the FailedOn key of a Failed pod whose claim the
+// driver never saw.
+const unknownDevice = "unknown"
+
+// taintChurn (scenario 6b): the churn Deployment with claims on the faulty
+// driver's devices, the first of which are broken: the replicas land on
+// them. The fork fails such a pod once; its device is tainted by then, so
+// the replacement gets a healthy device and runs. The stock kubelet retries
+// the prepare of the pod on the broken device at every resync: it stays
+// Pending.
+func (e *env) taintChurn(ctx context.Context) (run TaintChurnRun, err error) {
+	d := e.faulty
+	ns, w, done, err := e.watchedNamespace(ctx, "churn-taints")
+	if err != nil {
+		return run, err
+	}
+	defer func() { err = done(err) }()
+	tmpl := e2eframework.ClaimTemplateFor(ns, "claim", d.DeviceClass(), d.Name(), nil)
+	if _, err := e.client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		return run, fmt.Errorf("claim template in %s: %w", ns, err)
+	}
+	run.Devices, run.BrokenDevices = d.Devices(), brokenDevices()
+	// Repaired before the namespace goes (the deferred calls run in
+	// reverse): the next run starts with every device healthy and untainted.
+	defer func() { err = errors.Join(err, e.repair(ctx, d, run.BrokenDevices)) }()
+	for _, device := range run.BrokenDevices {
+		if err := d.Client.SetBroken(ctx, device, true); err != nil {
+			return run, fmt.Errorf("break %s of %s: %w", device, d.Name(), err)
+		}
+	}
+	start, err := e.startChurn(ctx, ns)
+	if err != nil {
+		return run, err
+	}
+	end := start.Add(e.sizes.MitigatedChurnWindow)
+	if err := sleepReporting(ctx, end, time.Minute, func() {
+		failed, seen := w.count(v1.PodFailed)
+		running, _ := w.count(v1.PodRunning)
+		e.logf("churn with device taints on %s: %d pods created, %d Failed, %d Running", e.current, seen, failed, running)
+	}); err != nil {
+		return run, err
+	}
+	phases, failed, err := e.podPhases(ctx, ns)
+	if err != nil {
+		return run, err
+	}
+	_, run.PodsCreated = w.count(v1.PodFailed)
+	run.Failed, run.Pending, run.Running = phases[v1.PodFailed], phases[v1.PodPending], phases[v1.PodRunning]
+	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.MitigatedChurnWindow.Seconds()
+	run.AllRunningSeconds = allRunningSeconds(w, start, end, run.Replicas)
+	claims, err := claimsOn(ctx, d, ns, failed)
+	if err != nil {
+		return run, err
+	}
+	run.FailedOn = map[string]int{}
+	for _, pod := range failed {
+		devices := claims[pod].Devices
+		if len(devices) == 0 {
+			devices = []string{unknownDevice}
+		}
+		for _, device := range devices {
+			run.FailedOn[device]++
+		}
+	}
+	if run.TaintedDevices, err = e.taintedDevices(ctx, d); err != nil {
+		return run, err
+	}
+	if run.PrepareCalls, run.UnprepareCalls, err = callsOn(ctx, d, ns); err != nil {
+		return run, err
+	}
+	if err := e.stopChurn(ctx, ns); err != nil {
+		return run, err
+	}
+	e.logf("churn with device taints on %s over %s: %d pods created, %d Failed (per device %v), %d Running, %d Pending, all replicas Running after %s s, tainted %v, %d prepare / %d unprepare calls",
+		e.current, e.sizes.MitigatedChurnWindow, run.PodsCreated, run.Failed, run.FailedOn, run.Running, run.Pending,
+		formatNumber(run.AllRunningSeconds, 1), run.TaintedDevices, run.PrepareCalls, run.UnprepareCalls)
+	return run, nil
+}
+
+// allRunningSeconds returns the seconds from start until replicas pods had
+// been seen Running before end, NaN if fewer were. (A pod of scenario 6b
+// that runs keeps running: it holds a healthy device.)
+func allRunningSeconds(w *podWatcher, start, end time.Time, replicas int) Number {
+	var running []time.Time
+	for _, pod := range w.names() {
+		if t, ok := w.at(pod, v1.PodRunning); ok && t.Before(end) {
+			running = append(running, t)
+		}
+	}
+	if replicas <= 0 || len(running) < replicas {
+		return NaN
+	}
+	slices.SortFunc(running, func(a, b time.Time) int { return a.Compare(b) })
+	return Number(running[replicas-1].Sub(start).Seconds())
+}
+
+// taintedDevices returns the devices of driver d on the node that carry the
+// device fault taint with effect NoSchedule in its ResourceSlices: what the
+// scheduler sees, sorted.
+func (e *env) taintedDevices(ctx context.Context, d *e2eframework.Driver) ([]string, error) {
+	list, err := e.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		resourceapi.ResourceSliceSelectorDriver:   d.Name(),
+		resourceapi.ResourceSliceSelectorNodeName: e.c.NodeName(),
+	}.String()})
+	if err != nil {
+		return nil, fmt.Errorf("ResourceSlices of %s: %w", d.Name(), err)
+	}
+	var tainted []string
+	for _, slice := range list.Items {
+		for _, device := range slice.Spec.Devices {
+			for _, taint := range device.Taints {
+				if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule && !slices.Contains(tainted, device.Name) {
+					tainted = append(tainted, device.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(tainted)
+	return tainted, nil
+}
+
+// repair clears the broken devices of d and waits until their taints are
+// gone from its ResourceSlices.
+func (e *env) repair(ctx context.Context, d *e2eframework.Driver, broken []string) error {
+	start := time.Now()
+	for _, device := range broken {
+		if err := d.Client.SetBroken(ctx, device, false); err != nil {
+			return fmt.Errorf("repair %s of %s: %w", device, d.Name(), err)
+		}
+	}
+	var tainted []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		tainted, err = e.taintedDevices(ctx, d)
+		return err == nil && len(tainted) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("devices of %s still tainted a minute after the repair: %v: %w", d.Name(), tainted, err)
+	}
+	e.logf("devices of %s repaired, taints gone (%.1fs)", d.Name(), time.Since(start).Seconds())
+	return nil
 }
 
 // retryIntervals returns the seconds between consecutive times.
