@@ -11,10 +11,19 @@
 #      upstream's build tags: from the pristine tree and from the patched tree;
 #   2. packs the busybox image the specs run, under the name the suite expects (printed by
 #      upstream-e2e -busybox-image-name), from Debian's busybox-static;
-#   3. runs cmd/upstream-e2e, which prints the three-way table and writes
+#   3. with UPSTREAM_E2E_NODE=systemd (the default): starts the kind container engine and builds
+#      the kind base image (hack/kind/engine.sh, hack/kind-image.sh: Debian 12 with systemd), so
+#      that each kubelet's suite runs in a fresh container with systemd as PID 1, the kubelet as a
+#      transient systemd unit, and the specs that restart the kubelet run too; the engine is
+#      stopped again (and the host checked) unless it was running before;
+#      with UPSTREAM_E2E_NODE=host: the suite runs on this host, systemd hidden from it, and the
+#      kubelet-restart specs are skipped (make test's stage: no engine, no image);
+#   4. runs cmd/upstream-e2e, which prints the three-way table and writes
 #      ${OUTPUT_DIR}/upstream-e2e/<timestamp>/report.md and results.json.
 # UPSTREAM_E2E_RUNS=stock,fork-gate-off,fork-gate-on (default) picks the runs; make test runs
-# fork-gate-on alone. Extra arguments go to upstream-e2e, e.g. -focus REGEXP for a quick check.
+# fork-gate-on alone, on the host, without the series' own specs (UPSTREAM_E2E_OWN_SPECS=0: the
+# e2e_node suite of this repository covers what they check). Extra arguments go to upstream-e2e, e.g. -focus REGEXP for a
+# quick check.
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
@@ -35,8 +44,13 @@ build_e2e_node() {
 }
 timed "e2e_node.test (pristine tree)" \
   build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"
-timed "e2e_node.test (patched tree, with the series' own spec)" \
-  build_e2e_node "${PATCHED_TREE}" "${PATCHED_WORK}" "${E2E_BIN_DIR}/e2e_node-patched.test"
+own_args=(-own-e2e-binary "${E2E_BIN_DIR}/e2e_node-patched.test")
+if [ "${UPSTREAM_E2E_OWN_SPECS:-1}" = 0 ]; then
+  own_args=(-own-specs=false)
+else
+  timed "e2e_node.test (patched tree, with the series' own spec)" \
+    build_e2e_node "${PATCHED_TREE}" "${PATCHED_WORK}" "${E2E_BIN_DIR}/e2e_node-patched.test"
+fi
 
 # The specs' only image: busybox, with every applet linked into /bin as in the real image. It
 # must be the static build: the image holds no C library (Debian's busybox package, dynamically
@@ -53,9 +67,25 @@ busybox_image=$("${BIN_DIR}/upstream-e2e" -busybox-image-name)
 log "packed busybox (${busybox_image#*/}, registry host omitted) from /bin/busybox ($(/bin/busybox | head -n1))"
 
 cd "${REPO_ROOT}" || exit 1
-exec "${BIN_DIR}/upstream-e2e" \
+node_args=()
+case "${UPSTREAM_E2E_NODE:-systemd}" in
+  host) ;;
+  systemd)
+    # shellcheck source=hack/kind/lib.sh
+    source "${REPO_ROOT}/hack/kind/lib.sh"
+    if [ "$(hack/kind/engine.sh status)" = stopped ]; then
+      trap 'hack/kind/engine.sh stop' EXIT
+    fi
+    hack/kind/engine.sh start
+    hack/kind-image.sh binaries rootfs base
+    kind_env
+    node_args=(-systemd-node-image "${KIND_BASE_IMAGE}")
+    ;;
+  *) die "UPSTREAM_E2E_NODE=${UPSTREAM_E2E_NODE}: want systemd or host" ;;
+esac
+"${BIN_DIR}/upstream-e2e" "${node_args[@]}" \
   -e2e-binary "${E2E_BIN_DIR}/e2e_node.test" \
-  -own-e2e-binary "${E2E_BIN_DIR}/e2e_node-patched.test" \
+  "${own_args[@]}" \
   -kubelet-config "${PRISTINE_TREE}/test/e2e_node/jenkins/default-kubelet-config.yaml" \
   -image "${OUTPUT_DIR}/images/busybox.tar" \
   -runs "${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on}" "$@"

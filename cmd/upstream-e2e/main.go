@@ -7,6 +7,7 @@
 // (make test-upstream-e2e, which builds what it needs first). Needs root.
 //
 //	upstream-e2e -e2e-binary BIN -own-e2e-binary BIN -kubelet-config FILE -image TAR [-runs ...]
+//	             [-systemd-node-image IMAGE]   # each run in a systemd node: the kubelet-restart specs run too
 //	upstream-e2e -busybox-image-name   # the image name the specs use, for hack/imagepack
 //	upstream-e2e -render DIR           # report.md, table and verdict again from DIR/results.json
 //
@@ -24,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,8 +61,12 @@ func run() error {
 	dir := flag.String("out", "", "results directory (default <output>/upstream-e2e/<UTC timestamp>)")
 	focus := flag.String("focus", upstreame2e.Focus, "the specs to run (a narrower focus for a quick check; the comparison needs the default)")
 	prepareOnly := flag.Bool("prepare-specs-only", false, "run only the specs that prepare and unprepare claims (make test)")
+	ownSpecs := flag.Bool("own-specs", true, "with the gate on, also run the patch series' own KEP-5322 specs (-own-e2e-binary); make test leaves them to make test-upstream-e2e")
 	render := flag.String("render", "", "only write report.md again from the results.json in this directory, print the table and the verdict")
 	timeout := flag.Duration("timeout", 45*time.Minute, "limit for each run of the suite")
+	nodeImage := flag.String("systemd-node-image", "", "run each kubelet's suite in a fresh container of this image with systemd as PID 1 "+
+		"(make kind-image's base image; the engine of DOCKER_HOST), so that the kubelet-restart specs run too")
+	inNode := flag.Bool("in-node", false, "set by -systemd-node-image for the runner inside the systemd node")
 	flag.Parse()
 	if *printImage {
 		fmt.Println(imageutils.GetE2EImage(imageutils.BusyBox))
@@ -97,8 +103,9 @@ func run() error {
 		if i < 0 {
 			return fmt.Errorf("unknown run %q (known: stock, fork-gate-off, fork-gate-on)", name)
 		}
+		all[i].OwnSpec = all[i].OwnSpec && *ownSpecs
 		if all[i].OwnSpec && *ownBinary == "" {
-			return fmt.Errorf("run %s needs -own-e2e-binary", name)
+			return fmt.Errorf("run %s needs -own-e2e-binary (or -own-specs=false)", name)
 		}
 		kubelets = append(kubelets, all[i])
 	}
@@ -116,25 +123,33 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *nodeImage != "" {
+		return runInNodes(ctx, *nodeImage, kubelets, *dir, started, nodeArgs{
+			testBinary: *testBinary, ownBinary: *ownBinary, kubeletConfig: *kubeletConfig, images: images,
+			stock: *stock, fork: *fork, focus: *focus, timeout: *timeout, ownSpecs: *ownSpecs,
+		})
+	}
+	workDir := filepath.Join(out, "upstream-e2e", "state")
+	if *inNode {
+		if err := upstreame2e.PrepareInNode(); err != nil {
+			return err
+		}
+		workDir = upstreame2e.NodeWorkDir
+	}
 	cfg := upstreame2e.Config{
 		TestBinary:    *testBinary,
 		OwnTestBinary: *ownBinary,
 		KubeletConfig: *kubeletConfig,
 		Images:        images,
 		BinDir:        bin,
-		WorkDir:       filepath.Join(out, "upstream-e2e", "state"),
+		WorkDir:       workDir,
 		OutDir:        *dir,
 		Focus:         *focus,
 		Timeout:       *timeout,
+		Systemd:       *inNode,
 		Log:           os.Stderr,
 	}
-	res := upstreame2e.Results{
-		Started: started,
-		Focus:   *focus,
-		Skip:    upstreame2e.SkipRegexp(),
-		Skips:   upstreame2e.Skips,
-		Images:  []string{withoutRegistry(imageutils.GetE2EImage(imageutils.BusyBox))},
-	}
+	res := newResults(started, *focus, *inNode)
 	for _, k := range kubelets {
 		r := upstreame2e.RunKubelet(ctx, cfg, k)
 		res.Runs = append(res.Runs, r)
@@ -147,6 +162,91 @@ func run() error {
 		}
 	}
 	return summarize(res, *dir)
+}
+
+func newResults(started time.Time, focus string, systemd bool) upstreame2e.Results {
+	skips := upstreame2e.SkipsFor(systemd)
+	return upstreame2e.Results{
+		Started: started,
+		Focus:   focus,
+		Skip:    upstreame2e.SkipRegexp(skips),
+		Skips:   skips,
+		Images:  []string{withoutRegistry(imageutils.GetE2EImage(imageutils.BusyBox))},
+	}
+}
+
+// nodeArgs are the runner's flags that the runner inside a systemd node gets again.
+type nodeArgs struct {
+	testBinary, ownBinary, kubeletConfig, stock, fork, focus string
+	images                                                   []string
+	timeout                                                  time.Duration
+	ownSpecs                                                 bool
+}
+
+// runInNodes runs each kubelet's suite in a fresh systemd node (upstreame2e.Node), the runner
+// inside writing its results below dir, and joins them into one comparison.
+func runInNodes(ctx context.Context, image string, kubelets []upstreame2e.Kubelet, dir string, started time.Time, a nodeArgs) error {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out, err := localcluster.OutputDir()
+	if err != nil {
+		return err
+	}
+	node := upstreame2e.Node{Image: image, Mounts: []string{root}, Log: os.Stderr}
+	if err := node.CheckPaths(out); err != nil {
+		node.Mounts = append(node.Mounts, out)
+	}
+	runner, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	abs := func(paths ...*string) error {
+		for _, p := range paths {
+			if *p == "" {
+				continue
+			}
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+			if err := node.CheckPaths(*p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := abs(&a.testBinary, &a.ownBinary, &a.kubeletConfig, &a.stock, &a.fork, &runner, &cwd, &dir); err != nil {
+		return err
+	}
+	args := []string{"-e2e-binary", a.testBinary, "-kubelet-config", a.kubeletConfig, "-stock-kubelet", a.stock,
+		"-fork-kubelet", a.fork, "-focus", a.focus, "-timeout", a.timeout.String(), "-own-specs=" + strconv.FormatBool(a.ownSpecs)}
+	if a.ownBinary != "" {
+		args = append(args, "-own-e2e-binary", a.ownBinary)
+	}
+	for i := range a.images {
+		if err := abs(&a.images[i]); err != nil {
+			return err
+		}
+		args = append(args, "-image", a.images[i])
+	}
+	res := newResults(started, a.focus, true)
+	res.Node = "a systemd node per kubelet (" + image + "), the kubelet a transient systemd unit"
+	for _, k := range kubelets {
+		res.Runs = append(res.Runs, node.Run(ctx, k, runner, cwd, filepath.Join(dir, "node-"+k.Name), args))
+		res.WallTime = time.Since(started).Round(time.Second).String()
+		if err := res.Write(dir); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return summarize(res, dir)
 }
 
 // summarize prints the table, the totals and the verdict.

@@ -155,8 +155,10 @@ func Totals(runs []Run) (passed, failed int) {
 type Results struct {
 	Started time.Time `json:"started"`
 	Focus   string    `json:"focus"`
-	Skip    string    `json:"skip"`
-	Skips   []Skip    `json:"skips"`
+	// Node is where the suite ran: on this host (systemd hidden), or in a systemd node (Node).
+	Node  string `json:"node,omitempty"`
+	Skip  string `json:"skip"`
+	Skips []Skip `json:"skips"`
 	// Images are the images built for the specs, without their registry host.
 	Images   []string `json:"images"`
 	Runs     []Run    `json:"runs"`
@@ -213,9 +215,13 @@ func (res Results) Table() string {
 // with their first line, the skips with their reasons, the own spec.
 func (res Results) Markdown() string {
 	var b strings.Builder
+	node := res.Node
+	if node == "" {
+		node = "this host, systemd hidden from the suite"
+	}
 	fmt.Fprintf(&b, "# Upstream's DRA node e2e suite: stock vs. fork\n\nStarted %s, %s in all. Focus `%s`. "+
-		"Images built here: %s (registry host omitted).\n\n",
-		res.Started.UTC().Format(time.RFC3339), res.WallTime, res.Focus, strings.Join(res.Images, ", "))
+		"Ran on: %s. Images built here: %s (registry host omitted).\n\n",
+		res.Started.UTC().Format(time.RFC3339), res.WallTime, res.Focus, node, strings.Join(res.Images, ", "))
 	b.WriteString(res.Table())
 	b.WriteString("\n")
 	if err := Verdict(res.Runs); err != nil {

@@ -38,40 +38,58 @@ type Skip struct {
 	Reason string `json:"reason"`
 }
 
-// noSystemd is why the kubelet-restart specs cannot run here.
+// noSystemd is why the kubelet-restart specs cannot run on the host.
 const noSystemd = "restarts the kubelet with `sudo systemctl`; this machine has no systemd as PID 1, " +
-	"so the suite starts the kubelet as a plain process it cannot restart"
+	"so the suite starts the kubelet as a plain process it cannot restart (they run in a systemd node: " +
+	"make test-upstream-e2e)"
 
-// Skips are the specs skipped for all three kubelets.
-var Skips = []Skip{
-	{"must register after Kubelet restart", noSystemd},
-	{"must recover and register after registration failure", noSystemd},
-	{"must recover and register after NotifyRegistrationStatus failure", noSystemd},
-	{"must process pod created when kubelet is not running", noSystemd},
-	{"must retry NodePrepareResources after Kubelet restart", noSystemd},
-	{"must retry NodeUnprepareResources after Kubelet restart", noSystemd},
-	{"must call NodeUnprepareResources for deleted pod after Kubelet restart", noSystemd},
-	{"must not call NodePrepareResources for deleted pod after Kubelet restart", noSystemd},
-	{"must run pod if NodePrepareResources is in progress for one plugin when Kubelet restarts", noSystemd},
-	{"must call NodeUnprepareResources again if it's in progress for one plugin when Kubelet restarts", noSystemd},
-	{"must be removed on kubelet startup", noSystemd},
-	{"DRA Node Allocatable Resources", "test/e2e/common/node: needs the alpha DRANodeAllocatableResources gate " +
-		"(off by default) and deploys its driver as a ReplicaSet, which needs kube-controller-manager (the node " +
-		"suite runs none) and a driver image from a registry; it belongs to the cluster e2e suite"},
+// restartSpecs are the DRA specs that restart the kubelet through systemd (restartKubelet,
+// mustStopKubelet in upstream's test/e2e_node/util.go). They run only in a systemd node
+// (Config.Systemd).
+var restartSpecs = []string{
+	"must register after Kubelet restart",
+	"must recover and register after registration failure",
+	"must recover and register after NotifyRegistrationStatus failure",
+	"must process pod created when kubelet is not running",
+	"must retry NodePrepareResources after Kubelet restart",
+	"must retry NodeUnprepareResources after Kubelet restart",
+	"must call NodeUnprepareResources for deleted pod after Kubelet restart",
+	"must not call NodePrepareResources for deleted pod after Kubelet restart",
+	"must run pod if NodePrepareResources is in progress for one plugin when Kubelet restarts",
+	"must call NodeUnprepareResources again if it's in progress for one plugin when Kubelet restarts",
+	"must be removed on kubelet startup",
 }
 
-// SkipRegexp is the --ginkgo.skip expression of Skips: their texts, quoted.
-func SkipRegexp() string {
-	alts := make([]string, len(Skips))
-	for i, s := range Skips {
+// nodeAllocatable is skipped everywhere: it belongs to the cluster e2e suite.
+var nodeAllocatable = Skip{"DRA Node Allocatable Resources", "test/e2e/common/node: needs the alpha DRANodeAllocatableResources gate " +
+	"(off by default) and deploys its driver as a ReplicaSet, which needs kube-controller-manager (the node " +
+	"suite runs none) and a driver image from a registry; it belongs to the cluster e2e suite"}
+
+// SkipsFor returns the specs skipped for every kubelet: in a systemd node (the suite can restart
+// the kubelet) only the Node Allocatable specs, on the host also the kubelet-restart specs.
+func SkipsFor(systemd bool) []Skip {
+	if systemd {
+		return []Skip{nodeAllocatable}
+	}
+	skips := make([]Skip, 0, len(restartSpecs)+1)
+	for _, spec := range restartSpecs {
+		skips = append(skips, Skip{spec, noSystemd})
+	}
+	return append(skips, nodeAllocatable)
+}
+
+// SkipRegexp is the --ginkgo.skip expression of skips: their texts, quoted.
+func SkipRegexp(skips []Skip) string {
+	alts := make([]string, len(skips))
+	for i, s := range skips {
 		alts[i] = regexp.QuoteMeta(s.Spec)
 	}
 	return strings.Join(alts, "|")
 }
 
-// skipReason returns the reason when the spec with this full text is in Skips.
-func skipReason(name string) (string, bool) {
-	for _, s := range Skips {
+// skipReason returns the reason when the spec with this full text is in skips.
+func skipReason(skips []Skip, name string) (string, bool) {
+	for _, s := range skips {
 		if strings.Contains(name, s.Spec) {
 			return s.Reason, true
 		}

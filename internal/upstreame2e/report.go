@@ -64,8 +64,8 @@ type SpecResult struct {
 
 // parseReport reads a Ginkgo JSON report and returns the specs whose full text matches focus,
 // and the failures of suite-level nodes (BeforeSuite, AfterSuite, ReportAfterSuite), which
-// make every spec of the run suspect.
-func parseReport(path string, focus *regexp.Regexp) ([]SpecResult, []string, error) {
+// make every spec of the run suspect. A skipped spec that is in skips is SkippedHere, with its reason.
+func parseReport(path string, focus *regexp.Regexp, skips []Skip) ([]SpecResult, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -98,7 +98,7 @@ func parseReport(path string, focus *regexp.Regexp) ([]SpecResult, []string, err
 				res.State = Passed
 			case s.State == "skipped" || s.State == "pending":
 				res.State = Skipped
-				if reason, ok := skipReason(name); ok {
+				if reason, ok := skipReason(skips, name); ok {
 					res.State, res.Reason = SkippedHere, reason
 				} else {
 					res.Reason = firstLine(s.Failure.Message)

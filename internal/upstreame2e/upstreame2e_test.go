@@ -44,7 +44,7 @@ func TestParseReport(t *testing.T) {
 	if err := os.WriteFile(path, []byte(sampleReport), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	specs, suite, err := parseReport(path, regexp.MustCompile(Focus))
+	specs, suite, err := parseReport(path, regexp.MustCompile(Focus), SkipsFor(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestParseReport(t *testing.T) {
 		{leaf: "Resource Health should not add health status to Pod when feature gate is disabled", state: Skipped,
 			reason: "feature ResourceHealthStatus is enabled"},
 		{leaf: "Resource Kubelet Plugin must register after Kubelet restart [Serial]", state: SkippedHere, reason: noSystemd},
-		{leaf: "verifies cgroup settings", state: SkippedHere, reason: Skips[len(Skips)-1].Reason},
+		{leaf: "verifies cgroup settings", state: SkippedHere, reason: nodeAllocatable.Reason},
 	} {
 		s, ok := got[tc.leaf]
 		if !ok {
@@ -86,16 +86,49 @@ func TestParseReport(t *testing.T) {
 	if err := os.WriteFile(path, []byte(`{"not": "a list"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := parseReport(path, regexp.MustCompile(Focus)); err == nil || !strings.Contains(err.Error(), path) {
+	if _, _, err := parseReport(path, regexp.MustCompile(Focus), SkipsFor(false)); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("a malformed report gave %v, want an error naming it", err)
 	}
 }
 
+// TestParseReportInSystemdNode: in a systemd node a kubelet-restart spec is not skipped here; if
+// it was skipped anyway, it is reported as skipped by the spec, never hidden as a planned skip.
+func TestParseReportInSystemdNode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(sampleReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, _, err := parseReport(path, regexp.MustCompile(Focus), SkipsFor(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		switch {
+		case strings.Contains(s.Name, "must register after Kubelet restart") && s.State != Skipped:
+			t.Errorf("%s: %s, want skipped (by the spec: no planned skip in a systemd node)", s.Name, s.State)
+		case strings.Contains(s.Name, "verifies cgroup settings") && s.State != SkippedHere:
+			t.Errorf("%s: %s, want skipped here", s.Name, s.State)
+		}
+	}
+}
+
 func TestSkipRegexp(t *testing.T) {
-	re := regexp.MustCompile(SkipRegexp())
-	for _, s := range Skips {
+	if got := SkipsFor(true); len(got) != 1 || got[0] != nodeAllocatable {
+		t.Errorf("SkipsFor(systemd) = %v, want only the Node Allocatable specs", got)
+	}
+	if got := SkipsFor(false); len(got) != len(restartSpecs)+1 {
+		t.Errorf("SkipsFor(host) has %d skips, want the %d restart specs and Node Allocatable", len(got), len(restartSpecs))
+	}
+	re := regexp.MustCompile(SkipRegexp(SkipsFor(false)))
+	for _, s := range SkipsFor(false) {
 		if !re.MatchString("[sig-node] [DRA] container " + s.Spec + " [Serial]") {
 			t.Errorf("the skip expression misses %q", s.Spec)
+		}
+	}
+	inNode := regexp.MustCompile(SkipRegexp(SkipsFor(true)))
+	for _, spec := range restartSpecs {
+		if inNode.MatchString("[sig-node] [DRA] container " + spec + " [Serial]") {
+			t.Errorf("in a systemd node the skip expression still matches %q", spec)
 		}
 	}
 	for _, spec := range []string{
@@ -204,7 +237,7 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	res := Results{Focus: Focus, Skips: Skips, Runs: []Run{
+	res := Results{Focus: Focus, Skips: SkipsFor(false), Runs: []Run{
 		{Kubelet: "stock", Version: "Kubernetes v1.37.1", WallTime: 90 * time.Second, Specs: []SpecResult{
 			{Name: "x must work", State: Passed, Duration: 3 * time.Second},
 			{Name: "x must fail", State: Failed, Reason: "failed: boom", Location: "test/e2e_node/dra_test.go:1"},
@@ -266,6 +299,26 @@ func TestKubeletFlags(t *testing.T) {
 		hasGate := strings.Contains(flags, "DRAHandlePermanentDriverFailures=")
 		if hasGate != (k.Name != "stock") {
 			t.Errorf("%s: flags %q: the stock kubelet must get no fork gate (it would refuse to start), the fork an explicit one", k.Name, flags)
+		}
+	}
+}
+
+func TestNodeCheckPaths(t *testing.T) {
+	n := Node{Mounts: []string{"/repo", "/out"}}
+	for path, wantErr := range map[string]string{
+		"/repo/_output/bin/kubelet": "",
+		"/out/images/busybox.tar":   "",
+		"/repo":                     "",
+		"/repository/kubelet":       "outside the directories mounted",
+		"/usr/bin/kubelet":          "outside the directories mounted",
+		"_output/bin/kubelet":       "absolute paths",
+	} {
+		err := n.CheckPaths(path)
+		if (err == nil) != (wantErr == "") || (err != nil && !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("CheckPaths(%s) = %v, want %q", path, err, wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), path) {
+			t.Errorf("CheckPaths(%s): %v does not name the path", path, err)
 		}
 	}
 }
