@@ -130,7 +130,7 @@ func runKind(ctx context.Context, kubeconfig string) error {
 	results = append(results, demoPod(ctx, c, manifests, "healthy", "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }))
 
 	section("2. A pod whose driver answers Permanent (valid config: the webhook admits it)")
-	results = append(results, demoPod(ctx, c, manifests, "permanent-injected", "Failed within seconds", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }))
+	results = append(results, failsFast(demoPod(ctx, c, manifests, "permanent-injected", "Failed within seconds", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })))
 	kubectl(ctx, c, "get", "pod", "permanent-injected", "-o", "jsonpath={.status.reason}: {.status.message}{\"\\n\"}")
 
 	section("3. A pod whose driver fails transiently once: retried at the next pod resync (~1 min), then Running")

@@ -63,6 +63,17 @@ type outcome struct {
 	ok              bool
 	// ns is the pod's namespace when not "default".
 	ns string
+	// within bounds elapsed when set; calls, when set, are the driver's prepare and unprepare
+	// calls the pod's claim must have had: summarize checks both.
+	within time.Duration
+	calls  *[2]int
+}
+
+// failsFast is what a permanently failing pod must show: Failed within seconds, its claim
+// prepared once and unprepared once.
+func failsFast(o outcome) outcome {
+	o.within, o.calls = 30*time.Second, &[2]int{1, 1}
+	return o
 }
 
 func (o outcome) namespace() string {
@@ -117,7 +128,7 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	kubectl(ctx, c, "logs", "healthy")
 
 	section("2. A pod whose claim has invalid device config: the driver answers Permanent")
-	results = append(results, demoPod(ctx, c, manifests, "permanent", "Failed within seconds", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed }))
+	results = append(results, failsFast(demoPod(ctx, c, manifests, "permanent", "Failed within seconds", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })))
 	kubectl(ctx, c, "describe", "pod", "permanent")
 	kubectl(ctx, c, "get", "pod", "permanent", "-o", "jsonpath={range .status.conditions[*]}{.type}={.status} {.reason}{\"\\n\"}{end}")
 
@@ -145,8 +156,15 @@ func summarize(results []outcome, stats *testdriver.Stats) error {
 	failed := 0
 	for _, r := range results {
 		calls := ""
-		if claim, ok := e2eframework.PodClaim(stats, r.namespace(), r.name); ok {
+		claim, found := e2eframework.PodClaim(stats, r.namespace(), r.name)
+		if found {
 			calls = fmt.Sprintf(", driver calls: %d prepare / %d unprepare", claim.PrepareCalls, claim.UnprepareCalls)
+		}
+		if r.ok && r.within > 0 && r.elapsed > r.within {
+			r.ok, r.got = false, fmt.Sprintf("%s, later than %s", r.got, r.within)
+		}
+		if r.ok && r.calls != nil && (!found || claim.PrepareCalls != r.calls[0] || claim.UnprepareCalls != r.calls[1]) {
+			r.ok, r.got = false, fmt.Sprintf("%s, not %d prepare / %d unprepare", r.got, r.calls[0], r.calls[1])
 		}
 		mark := "OK  "
 		if !r.ok {

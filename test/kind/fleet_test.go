@@ -466,6 +466,16 @@ func TestDriverRollout(t *testing.T) {
 	for _, node := range append([]string{clusterName + "-control-plane"}, workerNames(workers)...) {
 		dockerExec(ctx, t, node, "ctr -n k8s.io images tag "+oldImage+" "+newImage)
 	}
+	// They wait: a transient answer is retried at the pod's next resync, a minute away.
+	for _, name := range pods {
+		pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pod.Status.Phase != v1.PodPending {
+			t.Fatalf("pod %s is %s before the roll, want Pending (waiting on its transient error)", name, pod.Status.Phase)
+		}
+	}
 	start := time.Now()
 	ds.Spec.Template.Spec.Containers[0].Image = newImage
 	if _, err := daemonSets.Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
@@ -493,10 +503,14 @@ func TestDriverRollout(t *testing.T) {
 
 	// Every pod runs, retried by its kubelet (at its next resync on either kind of kubelet).
 	for _, name := range pods {
-		if _, err := e2eframework.WaitForPod(ctx, client, namespace, name, 4*time.Minute, func(p *v1.Pod) bool {
+		pod, err := e2eframework.WaitForPod(ctx, client, namespace, name, 4*time.Minute, func(p *v1.Pod) bool {
 			return p.Status.Phase == v1.PodRunning || p.Status.Phase == v1.PodFailed
-		}); err != nil {
+		})
+		switch {
+		case err != nil:
 			t.Errorf("pod %s not Running 4 min after the roll: %v", name, err)
+		case pod.Status.Phase != v1.PodRunning:
+			t.Errorf("pod %s %s during the driver's roll: %s: %s", name, pod.Status.Phase, pod.Status.Reason, pod.Status.Message)
 		}
 	}
 	t.Logf("all %d pods settled %.1fs after the roll began", len(pods), time.Since(start).Seconds())
