@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -151,7 +152,8 @@ func runKind(ctx context.Context, kubeconfig string) error {
 	section(fmt.Sprintf("5. A broken device on %s: the Deployment's pod fails once, the device is tainted, the replacement runs on a healthy one", c.workers[0]))
 	results = append(results, demoDeviceFault(ctx, c))
 
-	err = summarize(results, stats)
+	section("Summary")
+	err = summarize(os.Stdout, results, stats)
 	cleanup()
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -146,13 +147,13 @@ func run(ctx context.Context, kubelet string, keep bool) (err error) {
 	if err != nil {
 		return err
 	}
-	return summarize(results, stats)
+	section("Summary")
+	return summarize(os.Stdout, results, stats)
 }
 
-// summarize prints one line per outcome, with the driver's calls for its pod's claim, and fails
-// unless every outcome was as expected.
-func summarize(results []outcome, stats *testdriver.Stats) error {
-	section("Summary")
+// summarize writes one line per outcome to w, with the driver's calls for its pod's claim, and
+// fails unless every outcome was as expected.
+func summarize(w io.Writer, results []outcome, stats *testdriver.Stats) error {
 	failed := 0
 	for _, r := range results {
 		calls := ""
@@ -170,7 +171,7 @@ func summarize(results []outcome, stats *testdriver.Stats) error {
 		if !r.ok {
 			mark, failed = "FAIL", failed+1
 		}
-		fmt.Printf("%s %-10s want %-22s got %s after %.1fs%s\n", mark, r.name, r.want, r.got, r.elapsed.Seconds(), calls)
+		fmt.Fprintf(w, "%s %-10s want %-22s got %s after %.1fs%s\n", mark, r.name, r.want, r.got, r.elapsed.Seconds(), calls)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d outcomes were not as expected", failed, len(results))

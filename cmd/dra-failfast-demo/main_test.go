@@ -4,6 +4,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,9 @@ func TestSummarizeFailsFast(t *testing.T) {
 		"no bounds asked": {failed, stats(2, 0), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := summarize([]outcome{tc.outcome}, tc.stats); (err != nil) != tc.wantErr {
-				t.Errorf("summarize = %v, want an error: %v", err, tc.wantErr)
+			var out strings.Builder
+			if err := summarize(&out, []outcome{tc.outcome}, tc.stats); (err != nil) != tc.wantErr {
+				t.Errorf("summarize = %v, want an error: %v; it printed:\n%s", err, tc.wantErr, out.String())
 			}
 		})
 	}

@@ -47,7 +47,25 @@ record_host() {
     if [ -e /lib/modules ]; then echo "path /lib/modules present"; else echo "path /lib/modules absent"; fi
     echo "forward-policy iptables $(iptables -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3)"
     echo "forward-policy ip6tables $(ip6tables -S FORWARD 2>/dev/null | head -n1 | cut -d' ' -f3)"
+    docker_bridges | sed 's/^/bridge /; s/$/ present/'
   } > "${HOST_RECORD}"
+}
+
+# docker_bridges prints the names of the bridges a docker daemon makes (docker0, br-<network id>).
+docker_bridges() {
+  ip -o link show type bridge 2>/dev/null | sed -nE 's/^[0-9]+: (br-[0-9a-f]{12}|docker0)[:@].*/\1/p'
+}
+
+# remove_left_bridges deletes the docker bridges that were not on the host when the engine was
+# first started: a daemon that was killed (a machine restart) leaves its networks' bridges behind.
+remove_left_bridges() {
+  [ -f "${HOST_RECORD}" ] || return 0
+  local b
+  for b in $(docker_bridges); do
+    grep -qx "bridge ${b} present" "${HOST_RECORD}" && continue
+    log "removing bridge ${b} (left by a docker daemon that did not stop cleanly)"
+    ip link delete "${b}" type bridge
+  done
 }
 
 # restore_host puts back what record_host recorded and forgets the record.
@@ -153,6 +171,7 @@ stop_engine() {
       umount -l "${m}" 2>/dev/null || true
     done
   rm -rf "${ENGINE_RUN}"
+  remove_left_bridges
   restore_host
   check_engine_gone
   rm -f "${HOST_RECORD}"

@@ -187,6 +187,12 @@ func TestPolicyRetryBudgetCountsOnlyDriverAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectNotFailed(t, ns, "app", resyncWait)
+	// The window counts only if the kubelet tried: upstream's error names the missing driver.
+	if !slices.ContainsFunc(eventsOf(t, ns, "app", "FailedPrepareDynamicResources"), func(e v1.Event) bool {
+		return strings.Contains(e.Message, "DRA driver "+d.Name()+" is not registered")
+	}) {
+		t.Errorf("no FailedPrepareDynamicResources event says DRA driver %s is not registered: the kubelet never tried while it was gone", d.Name())
+	}
 	if err := d.Start(t.Context(), cluster); err != nil {
 		t.Fatalf("driver back: %v", err)
 	}
