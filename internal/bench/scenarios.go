@@ -329,20 +329,31 @@ func (e *env) stopChurn(ctx context.Context, ns string) error {
 	return nil
 }
 
-// podPhases counts the pods of ns by phase now, and lists the Failed ones.
-func (e *env) podPhases(ctx context.Context, ns string) (phases map[v1.PodPhase]int, failed []string, err error) {
+// churnCounts are the pods of a churn window: how many the watch saw created,
+// and how many are in each phase now (the Failed ones named).
+type churnCounts struct {
+	created, failed, pending, running int
+	failedPods                        []string
+}
+
+func (e *env) countChurn(ctx context.Context, ns string, w *podWatcher) (counts churnCounts, err error) {
 	pods, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("pods in %s: %w", ns, err)
+		return counts, fmt.Errorf("pods in %s: %w", ns, err)
 	}
-	phases = map[v1.PodPhase]int{}
 	for _, pod := range pods.Items {
-		phases[pod.Status.Phase]++
-		if pod.Status.Phase == v1.PodFailed {
-			failed = append(failed, pod.Name)
+		switch pod.Status.Phase {
+		case v1.PodFailed:
+			counts.failed++
+			counts.failedPods = append(counts.failedPods, pod.Name)
+		case v1.PodPending:
+			counts.pending++
+		case v1.PodRunning:
+			counts.running++
 		}
 	}
-	return phases, failed, nil
+	_, counts.created = w.count(v1.PodFailed)
+	return counts, nil
 }
 
 // churn (scenario 6): a Deployment whose claims carry invalid config,
@@ -367,12 +378,11 @@ func (e *env) churn(ctx context.Context) (run ChurnRun, err error) {
 	if err := e.stopChurn(ctx, ns); err != nil {
 		return run, err
 	}
-	phases, _, err := e.podPhases(ctx, ns)
+	counts, err := e.countChurn(ctx, ns, w)
 	if err != nil {
 		return run, err
 	}
-	_, run.PodsCreated = w.count(v1.PodFailed)
-	run.FailedLeft, run.Pending = phases[v1.PodFailed], phases[v1.PodPending]
+	run.PodsCreated, run.FailedLeft, run.Pending = counts.created, counts.failed, counts.pending
 	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.ChurnWindow.Seconds()
 	if run.PrepareCalls, run.UnprepareCalls, err = e.driverCalls(ctx, ns); err != nil {
 		return run, err
@@ -435,12 +445,11 @@ func (e *env) webhookChurn(ctx context.Context) (run WebhookChurnRun, err error)
 	}); err != nil {
 		return run, err
 	}
-	phases, _, err := e.podPhases(ctx, ns)
+	counts, err := e.countChurn(ctx, ns, w)
 	if err != nil {
 		return run, err
 	}
-	_, run.PodsCreated = w.count(v1.PodFailed)
-	run.Failed, run.Pending, run.Running = phases[v1.PodFailed], phases[v1.PodPending], phases[v1.PodRunning]
+	run.PodsCreated, run.Failed, run.Pending, run.Running = counts.created, counts.failed, counts.pending, counts.running
 	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.MitigatedChurnWindow.Seconds()
 	if run.PrepareCalls, run.UnprepareCalls, err = e.driverCalls(ctx, ns); err != nil {
 		return run, err
@@ -578,12 +587,12 @@ func (e *env) taintChurn(ctx context.Context) (run TaintChurnRun, err error) {
 	}); err != nil {
 		return run, err
 	}
-	phases, failed, err := e.podPhases(ctx, ns)
+	counts, err := e.countChurn(ctx, ns, w)
 	if err != nil {
 		return run, err
 	}
-	_, run.PodsCreated = w.count(v1.PodFailed)
-	run.Failed, run.Pending, run.Running = phases[v1.PodFailed], phases[v1.PodPending], phases[v1.PodRunning]
+	run.PodsCreated, run.Failed, run.Pending, run.Running = counts.created, counts.failed, counts.pending, counts.running
+	failed := counts.failedPods
 	run.Replicas, run.WindowSeconds = e.sizes.ChurnReplicas, e.sizes.MitigatedChurnWindow.Seconds()
 	run.AllRunningSeconds = allRunningSeconds(w, start, end, run.Replicas)
 	claims, err := claimsOn(ctx, d, ns, failed)
