@@ -102,6 +102,9 @@ func TestPolicyIgnore(t *testing.T) {
 	ns := namespaceFor(t)
 	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "the driver says Permanent, wrongly"}))
 	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+	// The retry is timed from the first call: scheduling and allocation come
+	// before it, and take longer while every parallel test starts at once.
+	waitForCalls(t, d, ns, "app", 1, time.Minute)
 	waitForCalls(t, d, ns, "app", 2, resyncWait)
 	pod := expectNotFailed(t, ns, "app", 2*time.Second)
 	if pod.Status.Phase != v1.PodPending {
