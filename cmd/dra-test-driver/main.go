@@ -88,6 +88,11 @@ type config struct {
 	grpcAPI       testdriver.GRPCAPI
 	webhook       testdriver.WebhookOptions
 	webhookOnly   bool
+	// apiQPS and apiBurst limit the driver's API client. The kubeletplugin
+	// helper reads every claim from the API in NodePrepareResources, so
+	// they bound how many claims a node prepares per second.
+	apiQPS   float64
+	apiBurst int
 }
 
 func main() {
@@ -128,6 +133,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&cfg.webhook.KeyFile, "webhook-key-file", "", "PEM private key of the webhook's certificate, reloaded when it changes; required with --webhook-address")
 	fs.StringVar(&cfg.webhook.Path, "webhook-path", admission.DefaultPath, "URL path of the webhook, the path in the ValidatingWebhookConfiguration's clientConfig")
 	fs.StringVar((*string)(&cfg.webhook.GeneratedClaims), "webhook-generated-claims", "", `what the webhook does with an invalid ResourceClaim generated for a pod from a template it never saw: "" (deny), "Allow", or "ByOwner" (allow for bare pods and Jobs, deny for other controllers' pods; needs API access, also with --webhook-only)`)
+	fs.Float64Var(&cfg.apiQPS, "kube-api-qps", 50, "queries per second to the API server; the kubeletplugin helper reads each claim it prepares, so this bounds the claims prepared per second (client-go's default 5 made a 200-pod burst take 40 s)")
+	fs.IntVar(&cfg.apiBurst, "kube-api-burst", 100, "burst of queries to the API server above --kube-api-qps")
 	fs.BoolVar(&cfg.webhookOnly, "webhook-only", false, "serve only the webhook: no kubelet plugin, no ResourceSlices, no API server connection")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -150,6 +157,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return config{}, errors.New("--webhook-cert-file and --webhook-key-file need --webhook-address")
 	case cfg.webhookOnly && cfg.webhook.Address == "":
 		return config{}, errors.New("--webhook-only needs --webhook-address")
+	case cfg.apiQPS <= 0 || cfg.apiBurst < 1:
+		return config{}, fmt.Errorf("--kube-api-qps must be above 0 and --kube-api-burst at least 1, got %v and %d", cfg.apiQPS, cfg.apiBurst)
 	case !strings.HasPrefix(cfg.webhook.Path, "/"):
 		return config{}, fmt.Errorf("--webhook-path %q does not start with /", cfg.webhook.Path)
 	}
@@ -179,7 +188,7 @@ func run(cfg config) error {
 		}
 		nodeName = strings.ToLower(host)
 	}
-	client, err := newClient(cfg.kubeconfig)
+	client, err := newClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -222,7 +231,7 @@ func run(cfg config) error {
 // to the API server only for --webhook-generated-claims=ByOwner.
 func runWebhook(ctx context.Context, cfg config) error {
 	if cfg.webhook.GeneratedClaims == admission.GeneratedClaimsByOwner {
-		client, err := newClient(cfg.kubeconfig)
+		client, err := newClient(cfg)
 		if err != nil {
 			return err
 		}
@@ -240,16 +249,17 @@ func runWebhook(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// newClient connects to the API server with kubeconfig (empty: the default
-// loading rules, in-cluster included).
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+// newClient connects to the API server with cfg.kubeconfig (empty: the
+// default loading rules, in-cluster included) at cfg's client rate.
+func newClient(cfg config) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
+	rules.ExplicitPath = cfg.kubeconfig
 	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	restConfig.UserAgent = "dra-test-driver"
+	restConfig.QPS, restConfig.Burst = float32(cfg.apiQPS), cfg.apiBurst
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)

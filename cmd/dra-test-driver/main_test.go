@@ -45,6 +45,12 @@ func TestParseFlags(t *testing.T) {
 				return cfg.webhookOnly && cfg.webhook.Address == ":9443" && cfg.webhook.Path == "/dra"
 			},
 		},
+		"API client rate": {
+			args:  []string{"--kube-api-qps=200", "--kube-api-burst=400"},
+			check: func(cfg config) bool { return cfg.apiQPS == 200 && cfg.apiBurst == 400 },
+		},
+		"API client rate default":  {check: func(cfg config) bool { return cfg.apiQPS == 50 && cfg.apiBurst == 100 }},
+		"zero QPS":                 {args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps must be above 0 and --kube-api-burst at least 1, got 0 and 100"},
 		"no webhook by default":    {check: func(cfg config) bool { return cfg.webhook.Address == "" && !cfg.webhookOnly }},
 		"webhook without key":      {args: []string{"--webhook-address=:8443", "--webhook-cert-file=c"}, wantErr: "--webhook-address needs --webhook-cert-file and --webhook-key-file"},
 		"cert without webhook":     {args: []string{"--webhook-cert-file=c", "--webhook-key-file=k"}, wantErr: "--webhook-cert-file and --webhook-key-file need --webhook-address"},

@@ -64,6 +64,11 @@ type options struct {
 	webhookAddress string
 	webhookCert    string
 	webhookKey     string
+
+	// The kubeletplugin helper reads every claim it prepares from the API:
+	// the client's rate bounds how many claims the node prepares per second.
+	apiQPS   float64
+	apiBurst int
 }
 
 func main() {
@@ -82,6 +87,8 @@ func main() {
 	flag.StringVar(&opts.webhookAddress, "webhook-address", admission.DefaultAddress, "webhook mode: where the webhook listens (HTTPS; also /healthz, /readyz, /metrics)")
 	flag.StringVar(&opts.webhookCert, "webhook-cert", "/etc/webhook/tls.crt", "webhook mode: serving certificate")
 	flag.StringVar(&opts.webhookKey, "webhook-key", "/etc/webhook/tls.key", "webhook mode: its key")
+	flag.Float64Var(&opts.apiQPS, "kube-api-qps", 50, "queries per second to the API server (the plugin reads each claim it prepares)")
+	flag.IntVar(&opts.apiBurst, "kube-api-burst", 100, "burst of queries to the API server above -kube-api-qps")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -111,7 +118,7 @@ func run(ctx context.Context, opts options) error {
 // which would replace a Failed pod at once (admission.GeneratedClaimsByOwner:
 // the webhook gets pods).
 func runWebhook(ctx context.Context, opts options) error {
-	client, err := newClient(opts.kubeconfig)
+	client, err := newClient(opts)
 	if err != nil {
 		return err
 	}
@@ -143,7 +150,7 @@ func runPlugin(ctx context.Context, opts options) error {
 	if err != nil {
 		return fmt.Errorf("-gpu-memory: %w", err)
 	}
-	client, err := newClient(opts.kubeconfig)
+	client, err := newClient(opts)
 	if err != nil {
 		return err
 	}
@@ -235,16 +242,17 @@ func nodeGPUs(nodeName string, count int, memory resource.Quantity) resourceslic
 	}}
 }
 
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+func newClient(opts options) (kubernetes.Interface, error) {
 	var config *rest.Config
 	var err error
-	if kubeconfig == "" {
+	if opts.kubeconfig == "" {
 		config, err = rest.InClusterConfig()
 	} else {
-		config, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		config, err = clientcmd.BuildConfigFromFlags("", opts.kubeconfig)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Kubernetes client: %w", err)
 	}
+	config.QPS, config.Burst = float32(opts.apiQPS), opts.apiBurst
 	return kubernetes.NewForConfig(config)
 }

@@ -122,6 +122,8 @@ func sample() *Results {
 			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 8, KubeletAPIRequests: 1000}, {Seconds: 150, KubeletCPUSeconds: 9.5, KubeletAPIRequests: 1150}, {Seconds: 300, KubeletCPUSeconds: 10, KubeletAPIRequests: 1200}}},
 		Stock: StormRun{Pods: 200, WindowSeconds: 300, AllFailedSeconds: NaN, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000, PrepareCalls: 1000, KubeletEvents: 1200,
 			Timeline: []StormSample{{Seconds: 30, KubeletCPUSeconds: 10, KubeletAPIRequests: 2000}, {Seconds: 150, KubeletCPUSeconds: 30, KubeletAPIRequests: 5000}, {Seconds: 300, KubeletCPUSeconds: 60, KubeletAPIRequests: 9000}}},
+		RaisedQPSFork: StormRun{Pods: 200, WindowSeconds: 60, Failed: 200, AllFailedSeconds: 7.5, AllBoundSeconds: 3, BoundToFailed: quantilesOf([]float64{100, 3000, 4500}), PrepareCalls: 200, UnprepareCalls: 200},
+		KubeletAPIQPS: 200,
 	}
 	r.Transient = Transient{Fork: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{25000})}, Stock: TransientRun{Pods: 5, Failures: 2, ToRunning: quantilesOf([]float64{26000})}}
 	r.Churn = Churn{Fork: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 400, FailedLeft: 398}, Stock: ChurnRun{Replicas: 2, WindowSeconds: 300, PodsCreated: 2, Pending: 2}}
@@ -157,6 +159,8 @@ func TestSummarizeAndGoals(t *testing.T) {
 	want := map[string]bool{
 		"p99 driver answer -> API Failed <= 200 ms":                                                                true,
 		"fork: exactly 1 prepare and 1 unprepare per failing pod":                                                  true,
+		"200 pods all Failed <= 10 s after creation":                                                               false,
+		"200 pods all Failed <= 10 s after creation, kubelet kubeAPIQPS 200":                                       true,
 		"fork kubelet CPU <= 1/5 of stock over the window":                                                         true,
 		"fork kubelet API requests <= 1/5 of stock over the window":                                                true,
 		"fork/stock p50 create -> Running <= 1.02 (sequential)":                                                    true,
@@ -304,6 +308,9 @@ func TestSmokeCheck(t *testing.T) {
 		"stock failed a pod":         func(r *Results) { r.DriverCalls.Stock.Failed = 1 },
 		"storm pod left":             func(r *Results) { r.Storm.Fork.Failed = 199 },
 		"storm retried":              func(r *Results) { r.Storm.Fork.PrepareCalls = 201 },
+		"raised-QPS storm pod left":  func(r *Results) { r.Storm.RaisedQPSFork.Failed = 199 },
+		"raised-QPS storm retried":   func(r *Results) { r.Storm.RaisedQPSFork.PrepareCalls = 201 },
+		"raised-QPS storm not run":   func(r *Results) { r.Storm.RaisedQPSFork = StormRun{} },
 		"time to Failed short":       func(r *Results) { r.TimeToFailed.DriverToFailed.N = 5 },
 		"calls scenario missing pod": func(r *Results) { r.DriverCalls.Fork.Pods = nil },
 		"webhook admitted template":  func(r *Results) { r.Churn.Webhook.Fork.TemplateDenied = false },
@@ -332,7 +339,7 @@ func TestSmokeCheck(t *testing.T) {
 func TestMarkdown(t *testing.T) {
 	md := sample().Markdown()
 	for _, want := range []string{
-		"## 1. Time to Failed", "## 2. Driver calls", "## 3. Storm", "## 4. Healthy path", "## 5. Transient", "## 6. Controller churn",
+		"## 1. Time to Failed", "## 2. Driver calls", "## 3. Storm", "### 3b. Storm with the fork at kubeAPIQPS 200: 200 pods, 1m0s window", "| seconds until all Failed | 40.0 | 7.5 |", "## 4. Healthy path", "## 5. Transient", "## 6. Controller churn",
 		"| kubelet CPU seconds | 60.00 | 10.00 | 0.167 |",
 		"| seconds until all Failed | - | 40.0 |",
 		"| seconds until all bound to the node (control plane) | 0.0 | 35.0 |",

@@ -58,6 +58,10 @@ type Sizes struct {
 	// requests, driver calls and Events are counted over StormWindow.
 	StormPods   int           `json:"stormPods"`
 	StormWindow time.Duration `json:"stormWindow"`
+	// RaisedQPSStormWindow is how long scenario 3b (the storm on the fork
+	// with the kubelet's client rate raised to raisedKubeletQPS) is watched:
+	// only its time to all Failed is measured.
+	RaisedQPSStormWindow time.Duration `json:"raisedQPSStormWindow"`
 	// HealthyPods are created one after another, then again in batches of
 	// HealthyBatch.
 	HealthyPods  int `json:"healthyPods"`
@@ -89,7 +93,7 @@ func SizesFor(mode Mode) (Sizes, error) {
 			Repetitions: 2,
 			FailingPods: 30,
 			CallsPods:   3, CallsWindow: 5 * time.Minute,
-			StormPods: 200, StormWindow: 5 * time.Minute,
+			StormPods: 200, StormWindow: 5 * time.Minute, RaisedQPSStormWindow: time.Minute,
 			HealthyPods: 100, HealthyBatch: 20,
 			TransientPods: 5, TransientFailures: 2,
 			ChurnReplicas: 2, ChurnWindow: 5 * time.Minute,
@@ -101,7 +105,7 @@ func SizesFor(mode Mode) (Sizes, error) {
 			Repetitions: 1,
 			FailingPods: 3,
 			CallsPods:   2, CallsWindow: 15 * time.Second,
-			StormPods: 10, StormWindow: 10 * time.Second,
+			StormPods: 10, StormWindow: 10 * time.Second, RaisedQPSStormWindow: 10 * time.Second,
 			HealthyPods: 4, HealthyBatch: 4,
 			TransientPods: 2, TransientFailures: 1,
 			ChurnReplicas: 2, ChurnWindow: 10 * time.Second,

@@ -35,6 +35,18 @@ import (
 // kubelet gets none: it refuses a gate it does not know.
 var forkGates = map[string]bool{string(failfastdra.DRAHandlePermanentDriverFailures): true}
 
+const (
+	// controlPlaneQPS is the client rate of kube-controller-manager and
+	// kube-scheduler in every run: at their defaults the resourceclaim
+	// controller (20 QPS) needs about 20 s to create a storm's claims, and the
+	// storm would measure it instead of the kubelets.
+	controlPlaneQPS = 200
+	// raisedKubeletQPS is the kubelet's kubeAPIQPS in scenario 3b: a
+	// rejected pod costs the kubelet about 5 requests (status, claim,
+	// token), 1000 for a storm, which its default 50 QPS spreads over 20 s.
+	raisedKubeletQPS = 200
+)
+
 // env is the cluster, the driver and the kubelet in use.
 type env struct {
 	cfg    Config
@@ -61,16 +73,37 @@ func (e *env) use(ctx context.Context, k Kubelet) error {
 	if e.current == k {
 		return nil
 	}
-	path, gates := e.cfg.StockKubelet, map[string]bool(nil)
-	if k == Fork {
-		path, gates = e.cfg.ForkKubelet, forkGates
-	}
-	e.logf("switching the node's kubelet to %s (%s)", k, path)
-	if err := e2eframework.ReplaceKubelet(ctx, e.c, path, gates, e.drivers()...); err != nil {
+	e.logf("switching the node's kubelet to %s", k)
+	if err := e.startKubelet(ctx, k); err != nil {
 		return fmt.Errorf("switch to the %s kubelet: %w", k, err)
 	}
 	e.current = k
 	return nil
+}
+
+// startKubelet (re)starts the node's kubelet as k and waits for the drivers.
+func (e *env) startKubelet(ctx context.Context, k Kubelet) error {
+	path, gates := e.cfg.StockKubelet, map[string]bool(nil)
+	if k == Fork {
+		path, gates = e.cfg.ForkKubelet, forkGates
+	}
+	return e2eframework.ReplaceKubelet(ctx, e.c, path, gates, e.drivers()...)
+}
+
+// withKubeletAPIQPS runs f with the current kubelet restarted at kubeAPIQPS
+// qps, then restarts it at the default rate.
+func (e *env) withKubeletAPIQPS(ctx context.Context, qps int, f func() error) error {
+	restart := func(qps int) error {
+		e.c.SetKubeletAPIQPS(qps)
+		if err := e.startKubelet(ctx, e.current); err != nil {
+			return fmt.Errorf("restart the %s kubelet at kubeAPIQPS %d (0: default): %w", e.current, qps, err)
+		}
+		return nil
+	}
+	if err := restart(qps); err != nil {
+		return errors.Join(err, restart(0))
+	}
+	return errors.Join(f(), restart(0))
 }
 
 // drivers are the drivers running next to the kubelet.

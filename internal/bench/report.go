@@ -103,6 +103,19 @@ func (r *Results) Markdown() string {
 	t.compare("kubelet API requests, second half of the window", stockRequests, forkRequests, 0)
 	fmt.Fprintf(&b, "\nThe second half of the window is the steady state: every pod has been admitted, the fork has failed its pods, and the stock kubelet keeps retrying.\n\n![Kubelet CPU over the storm window](%s)\n", StormCPUPlot)
 
+	q := s.RaisedQPSFork
+	fmt.Fprintf(&b, "\n### 3b. Storm with the fork at kubeAPIQPS %d: %d pods, %s window\n\n", s.KubeletAPIQPS, q.Pods, time.Duration(q.WindowSeconds)*time.Second)
+	fmt.Fprintf(&b, "Scenario 3 again on the fork, restarted with kubeAPIQPS %d and kubeAPIBurst %d instead of the defaults 50 and 100: every request the kubelet makes for a pod waits for that limiter.\n\n", s.KubeletAPIQPS, 2*s.KubeletAPIQPS)
+	t = newTable(&b, "fork", "kubeAPIQPS 50 (3)", fmt.Sprintf("kubeAPIQPS %d (3b)", s.KubeletAPIQPS))
+	stormRow := func(metric string, value func(StormRun) string) { t.row(metric, value(s.Fork), value(q)) }
+	stormRow("pods Failed", func(r StormRun) string { return fmt.Sprintf("%d of %d", r.Failed, r.Pods) })
+	stormRow("seconds until all Failed", func(r StormRun) string { return formatNumber(r.AllFailedSeconds, 1) })
+	stormRow("seconds until all bound to the node (control plane)", func(r StormRun) string { return formatNumber(r.AllBoundSeconds, 1) })
+	stormRow("bound -> Failed per pod, p50 / p99 / max (ms)", func(r StormRun) string {
+		return formatNumber(r.BoundToFailed.P50, 0) + " / " + formatNumber(r.BoundToFailed.P99, 0) + " / " + formatNumber(r.BoundToFailed.Max, 0)
+	})
+	stormRow("driver prepare / unprepare calls", func(r StormRun) string { return fmt.Sprintf("%d / %d", r.PrepareCalls, r.UnprepareCalls) })
+
 	h := r.Healthy
 	fmt.Fprintf(&b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))
 	t = newTable(&b, "ms", "stock", "fork", "fork/stock", "stock p50 spread", "fork p50 spread")

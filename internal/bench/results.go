@@ -222,10 +222,13 @@ type PodCalls struct {
 	UnprepareAt []float64 `json:"unprepareAtSeconds"`
 }
 
-// Storm is scenario 3.
+// Storm is scenario 3, and 3b: the storm on the fork with the kubelet's
+// client rate raised (KubeletAPIQPS, burst twice that).
 type Storm struct {
-	Fork  StormRun `json:"fork"`
-	Stock StormRun `json:"stock"`
+	Fork          StormRun `json:"fork"`
+	Stock         StormRun `json:"stock"`
+	RaisedQPSFork StormRun `json:"raisedQPSFork"`
+	KubeletAPIQPS int      `json:"kubeletAPIQPS"`
 	// CPURatio and RequestsRatio are fork/stock.
 	CPURatio      Number `json:"cpuRatio"`
 	RequestsRatio Number `json:"requestsRatio"`

@@ -133,10 +133,10 @@ func (e *env) driverCallsOverWindow(ctx context.Context) (run CallsRun, err erro
 	return run, nil
 }
 
-// storm (scenario 3): many permanently failing pods created at once; what
-// the kubelet spends over the storm window.
-func (e *env) storm(ctx context.Context) (run StormRun, err error) {
-	ns, w, done, err := e.scenarioNamespace(ctx, "storm", permanent)
+// storm (scenarios 3 and 3b): many permanently failing pods created at
+// once in a namespace named for scenario; what the kubelet spends over window.
+func (e *env) storm(ctx context.Context, scenario string, window time.Duration) (run StormRun, err error) {
+	ns, w, done, err := e.scenarioNamespace(ctx, scenario, permanent)
 	if err != nil {
 		return run, err
 	}
@@ -163,10 +163,10 @@ func (e *env) storm(ctx context.Context) (run StormRun, err error) {
 		return nil
 	}
 	var sampleErr error
-	if err := sleepReporting(ctx, start.Add(e.sizes.StormWindow), e.sizes.StormWindow/10, func() {
+	if err := sleepReporting(ctx, start.Add(window), window/10, func() {
 		sampleErr = errors.Join(sampleErr, sample())
 		failed, seen := w.count(v1.PodFailed)
-		e.logf("storm on %s: %d of %d pods Failed", e.current, failed, seen)
+		e.logf("%s on %s: %d of %d pods Failed", scenario, e.current, failed, seen)
 	}); err != nil {
 		return run, err
 	}
@@ -174,7 +174,7 @@ func (e *env) storm(ctx context.Context) (run StormRun, err error) {
 		return run, err
 	}
 	end := timeline[len(timeline)-1]
-	run = StormRun{Pods: e.sizes.StormPods, WindowSeconds: e.sizes.StormWindow.Seconds(), AllFailedSeconds: NaN,
+	run = StormRun{Pods: e.sizes.StormPods, WindowSeconds: window.Seconds(), AllFailedSeconds: NaN,
 		KubeletCPUSeconds: end.KubeletCPUSeconds, KubeletAPIRequests: end.KubeletAPIRequests, Timeline: timeline}
 	run.AllBoundSeconds = NaN
 	var last, lastBound time.Time
@@ -211,8 +211,8 @@ func (e *env) storm(ctx context.Context) (run StormRun, err error) {
 	if run.KubeletEvents, err = e.kubeletEvents(ctx, ns); err != nil {
 		return run, err
 	}
-	e.logf("storm on %s: %d of %d Failed (all in %s s, all bound in %s s, bound -> Failed p50 %s ms, max %s ms), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes",
-		e.current, run.Failed, run.Pods, formatNumber(run.AllFailedSeconds, 1), formatNumber(run.AllBoundSeconds, 1),
+	e.logf("%s on %s: %d of %d Failed (all in %s s, all bound in %s s, bound -> Failed p50 %s ms, max %s ms), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes",
+		scenario, e.current, run.Failed, run.Pods, formatNumber(run.AllFailedSeconds, 1), formatNumber(run.AllBoundSeconds, 1),
 		formatNumber(run.BoundToFailed.P50, 0), formatNumber(run.BoundToFailed.Max, 0), run.KubeletCPUSeconds, run.KubeletAPIRequests, run.PrepareCalls, run.UnprepareCalls, run.KubeletEvents)
 	return run, nil
 }

@@ -59,6 +59,8 @@ type savedState struct {
 	KubeletFeatureGates      map[string]bool `json:"kubeletFeatureGates,omitempty"`
 	KubeletSyncFrequency     time.Duration   `json:"kubeletSyncFrequency,omitempty"`
 	KubeletDriverPolicy      string          `json:"kubeletDriverPolicy,omitempty"`
+	KubeletAPIQPS            int             `json:"kubeletAPIQPS,omitempty"`
+	ControlPlaneAPIQPS       int             `json:"controlPlaneAPIQPS,omitempty"`
 	ControlPlaneFeatureGates map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
 	Verbosity                int             `json:"verbosity"`
 	ControlPlaneVerbosity    int             `json:"controlPlaneVerbosity"`
@@ -167,6 +169,12 @@ func Attach(cfg Config) (*Cluster, error) {
 	}
 	if cfg.KubeletDriverPolicy == "" {
 		cfg.KubeletDriverPolicy = st.KubeletDriverPolicy
+	}
+	if cfg.KubeletAPIQPS == 0 {
+		cfg.KubeletAPIQPS = st.KubeletAPIQPS
+	}
+	if cfg.ControlPlaneAPIQPS == 0 {
+		cfg.ControlPlaneAPIQPS = st.ControlPlaneAPIQPS
 	}
 	if cfg.ControlPlaneVerbosity == 0 {
 		cfg.ControlPlaneVerbosity = st.ControlPlaneVerbosity
@@ -488,6 +496,8 @@ func (c *Cluster) saveState() error {
 		KubeletFeatureGates:      c.cfg.KubeletFeatureGates,
 		KubeletSyncFrequency:     c.cfg.KubeletSyncFrequency,
 		KubeletDriverPolicy:      c.cfg.KubeletDriverPolicy,
+		KubeletAPIQPS:            c.cfg.KubeletAPIQPS,
+		ControlPlaneAPIQPS:       c.cfg.ControlPlaneAPIQPS,
 		ControlPlaneFeatureGates: c.cfg.ControlPlaneFeatureGates,
 		Verbosity:                c.cfg.Verbosity,
 		ControlPlaneVerbosity:    c.cfg.ControlPlaneVerbosity,

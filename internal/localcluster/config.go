@@ -69,6 +69,15 @@ type Config struct {
 	// as DRA_FAILFAST_DRIVER_POLICY (the kubelet re-reads it when it changes). Empty: none,
 	// and the variable is never passed on from the caller's environment.
 	KubeletDriverPolicy string
+	// KubeletAPIQPS is the kubelet's kubeAPIQPS, its kubeAPIBurst twice that. Zero: the
+	// kubelet's defaults (50 and 100), as on a real node. Every request the kubelet makes for
+	// a pod (status, claims, tokens) waits for this limiter; Events have their own.
+	KubeletAPIQPS int
+	// ControlPlaneAPIQPS is the --kube-api-qps of kube-controller-manager and kube-scheduler,
+	// their --kube-api-burst twice that. Zero: their defaults (20/30 and 50/100). Each
+	// controller has a client of its own at that rate: the resourceclaim controller at 20 QPS
+	// needs about 20 s to create the claims of 200 pods and record them in the pods' status.
+	ControlPlaneAPIQPS int
 	// ControlPlaneFeatureGates go to kube-apiserver, kube-controller-manager and kube-scheduler.
 	ControlPlaneFeatureGates map[string]bool
 	// Verbosity is the kubelet's -v. Default 2.

@@ -191,6 +191,9 @@ func kubeletConfig(p paths, cfg Config) ([]byte, error) {
 	if cfg.KubeletSyncFrequency > 0 {
 		conf["syncFrequency"] = cfg.KubeletSyncFrequency.String()
 	}
+	if cfg.KubeletAPIQPS > 0 {
+		conf["kubeAPIQPS"], conf["kubeAPIBurst"] = cfg.KubeletAPIQPS, 2*cfg.KubeletAPIQPS
+	}
 	return json.MarshalIndent(conf, "", "  ")
 }
 

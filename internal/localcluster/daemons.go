@@ -84,6 +84,7 @@ func (c *Cluster) controllerManagerArgs() []string {
 		"--profiling=false",
 		"--v=" + strconv.Itoa(c.cfg.ControlPlaneVerbosity),
 	}
+	args = append(args, c.controlPlaneQPSArgs()...)
 	return append(args, gatesArg(c.cfg.ControlPlaneFeatureGates)...)
 }
 
@@ -98,7 +99,16 @@ func (c *Cluster) schedulerArgs() []string {
 		"--leader-elect=false",
 		"--v=" + strconv.Itoa(c.cfg.ControlPlaneVerbosity),
 	}
+	args = append(args, c.controlPlaneQPSArgs()...)
 	return append(args, gatesArg(c.cfg.ControlPlaneFeatureGates)...)
+}
+
+// controlPlaneQPSArgs are the client rate flags of kube-controller-manager and kube-scheduler.
+func (c *Cluster) controlPlaneQPSArgs() []string {
+	if c.cfg.ControlPlaneAPIQPS <= 0 {
+		return nil
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(c.cfg.ControlPlaneAPIQPS), "--kube-api-burst=" + strconv.Itoa(2*c.cfg.ControlPlaneAPIQPS)}
 }
 
 func (c *Cluster) containerdArgs() []string {

@@ -46,6 +46,10 @@ func (c *Cluster) RestartKubelet(ctx context.Context, featureGates map[string]bo
 	return c.ReplaceKubelet(ctx, c.cfg.KubeletPath, featureGates)
 }
 
+// SetKubeletAPIQPS changes Config.KubeletAPIQPS (0: the kubelet's default); it takes effect
+// when the kubelet next starts (RestartKubelet, ReplaceKubelet).
+func (c *Cluster) SetKubeletAPIQPS(qps int) { c.cfg.KubeletAPIQPS = qps }
+
 // ReplaceKubelet is RestartKubelet with another kubelet binary (e.g. the stock one instead of
 // the fork) on the same node.
 func (c *Cluster) ReplaceKubelet(ctx context.Context, kubeletPath string, featureGates map[string]bool) error {

@@ -108,6 +108,13 @@ func TestWriteConfigs(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), `"syncFrequency": "10s"`) {
 		t.Errorf("kubelet config with KubeletSyncFrequency 10s: %v %s", err, kc)
 	}
+	if _, set := m["kubeAPIQPS"]; set {
+		t.Errorf("kubeAPIQPS set without KubeletAPIQPS: %s", kc)
+	}
+	kc, err = kubeletConfig(p, Config{KubeletAPIQPS: 200})
+	if err != nil || !strings.Contains(string(kc), `"kubeAPIQPS": 200`) || !strings.Contains(string(kc), `"kubeAPIBurst": 400`) {
+		t.Errorf("kubelet config with KubeletAPIQPS 200: %v %s", err, kc)
+	}
 	if _, err := cniConfList(p); err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +226,29 @@ func TestRuntimeConfigDefaults(t *testing.T) {
 		conf := containerdConfig(paths{state}, cfg.CDISpecDir)
 		if !strings.Contains(conf, `cdi_spec_dirs = ["`+tc.wantCDI+`"]`) {
 			t.Errorf("containerd config does not use CDI dir %s", tc.wantCDI)
+		}
+	}
+}
+
+func TestControlPlaneQPSArgs(t *testing.T) {
+	for _, tc := range []struct {
+		qps  int
+		want []string
+	}{
+		{0, nil},
+		{200, []string{"--kube-api-qps=200", "--kube-api-burst=400"}},
+	} {
+		c := &Cluster{cfg: Config{ControlPlaneAPIQPS: tc.qps}}
+		for name, args := range map[string][]string{"kube-controller-manager": c.controllerManagerArgs(), "kube-scheduler": c.schedulerArgs()} {
+			var got []string
+			for _, arg := range args {
+				if strings.HasPrefix(arg, "--kube-api-") {
+					got = append(got, arg)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ControlPlaneAPIQPS %d: %s's rate flags %q, want %q", tc.qps, name, got, tc.want)
+			}
 		}
 	}
 }
