@@ -261,14 +261,28 @@ func kubeletFlags(k Kubelet) []string {
 	return flags
 }
 
-// suiteKubeletConfig writes upstream's base KubeletConfiguration plus what this machine needs
-// (cgroup v1, swap) into dir and returns its path.
+// suiteKubeletAdditions is what this machine needs on top of upstream's base configuration.
+// The image GC thresholds: the specs' images are imported, nothing can pull them again, and
+// upstream's default (collect unused images above 85% disk use) deleted busybox between two
+// specs of a cold CI run on a disk that Go's caches had filled to 87% (the next spec's pod then
+// sat in ImagePullBackOff).
+const suiteKubeletAdditions = `
+# dra-failfast: this machine is a cgroup v1 host.
+failCgroupV1: false
+failSwapOn: false
+# dra-failfast: imported images cannot be pulled again; never garbage-collect them.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`
+
+// suiteKubeletConfig writes upstream's base KubeletConfiguration plus suiteKubeletAdditions
+// into dir and returns its path.
 func suiteKubeletConfig(base, dir string) (string, error) {
 	data, err := os.ReadFile(base)
 	if err != nil {
 		return "", fmt.Errorf("upstream's kubelet configuration: %w", err)
 	}
-	data = append(data, []byte("\n# dra-failfast: this machine is a cgroup v1 host.\nfailCgroupV1: false\nfailSwapOn: false\n")...)
+	data = append(data, []byte(suiteKubeletAdditions)...)
 	path := filepath.Join(dir, "kubelet-config.yaml")
 	return path, os.WriteFile(path, data, 0o644)
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
 )
 
 // A Ginkgo v2 JSON report as the e2e framework writes it, cut down to what parseReport reads
@@ -320,5 +323,35 @@ func TestNodeCheckPaths(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), path) {
 			t.Errorf("CheckPaths(%s): %v does not name the path", path, err)
 		}
+	}
+}
+
+func TestSuiteKubeletConfig(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.yaml")
+	if err := os.WriteFile(base, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: cgroupfs\nevictionHard:\n  nodefs.available: 10%\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path, err := suiteKubeletConfig(base, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Strict: a key of the additions that upstream's base also sets would be a duplicate.
+	var conf kubeletconfigv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(data, &conf); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, data)
+	}
+	if conf.CgroupDriver != "cgroupfs" || conf.EvictionHard["nodefs.available"] != "10%" {
+		t.Errorf("upstream's base settings lost: %s", data)
+	}
+	if conf.FailCgroupV1 == nil || *conf.FailCgroupV1 || conf.FailSwapOn == nil || *conf.FailSwapOn {
+		t.Errorf("cgroup v1 and swap settings missing: %s", data)
+	}
+	if conf.ImageGCHighThresholdPercent == nil || *conf.ImageGCHighThresholdPercent != 100 {
+		t.Errorf("image GC not off (imported images cannot be pulled again): %s", data)
 	}
 }
