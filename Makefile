@@ -6,7 +6,7 @@
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind \
-	verify-patches verify-adoption test-upstream test-upstream-e2e update-patches test-e2e-race
+	verify-patches verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -62,9 +62,13 @@ test-kind:
 verify-patches:
 	hack/verify-patches.sh
 
-# An outside module adopts the driver library (the example driver in a scratch copy).
+# Outside modules adopt the driver library by its release tag, with no replace (a scratch release).
 verify-adoption:
 	hack/verify-adoption.sh
+
+# Tags the library modules at HEAD for the release (api/v0.N.0, pkg/failfastplugin/v0.N.0).
+release-library:
+	hack/release-library.sh --tag
 
 test-upstream:
 	hack/test-upstream.sh $(PKGS)

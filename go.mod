@@ -3,8 +3,8 @@ module github.com/dra-failfast/dra-failfast
 go 1.26.0
 
 require (
-	github.com/dra-failfast/dra-failfast/api v0.0.0-00010101000000-000000000000
-	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.0.0-00010101000000-000000000000
+	github.com/dra-failfast/dra-failfast/api v0.1.0
+	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.1.0
 	github.com/google/go-cmp v0.7.0
 	google.golang.org/grpc v1.82.1
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
@@ -217,8 +217,11 @@ tool (
 	k8s.io/kubernetes/cmd/kubelet
 )
 
-// The light library modules (wire extension, driver library) live in this repository, released
-// in lockstep with it (docs/building.md).
+// The light library modules (wire extension, driver library) live in this repository and are
+// released by tag (hack/release-library.sh). No one requires this root module, so these lines
+// reach no driver; they let the patched tree's workspace (hack/tree.sh) and go mod tidy here find
+// the library in this checkout. The library modules themselves have no replace: go.work joins
+// them for development (docs/building.md, "Modules").
 replace (
 	github.com/dra-failfast/dra-failfast/api => ./api
 	github.com/dra-failfast/dra-failfast/pkg/failfastplugin => ./pkg/failfastplugin

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
-	k8s.io/kubelet v0.37.1
+	k8s.io/kubelet v0.37.0
 )
 
 require (

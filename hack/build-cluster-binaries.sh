@@ -112,7 +112,7 @@ build_tools() {
   # The workload runs inside containers: static, no cgo.
   CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "${BIN_DIR}/test-workload" ./cmd/test-workload
   # The example driver, from its own module, as a driver author builds it (the e2e tests run it).
-  (cd "${REPO_ROOT}/${EXAMPLE_MODULE}" && GOWORK=off go build -o "${BIN_DIR}/gpu-driver" .)
+  (cd "${REPO_ROOT}/${EXAMPLE_MODULE}" && go build -o "${BIN_DIR}/gpu-driver" .)
 }
 
 build_images() {

@@ -43,7 +43,7 @@ deploy() {
       ;;
     gpu-driver)
       namespace=gpu-driver driver=gpu.example.com
-      (cd "${EXAMPLE_MODULE}" && CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' -o "${KIND_BIN}/${name}" .)
+      (cd "${EXAMPLE_MODULE}" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "${KIND_BIN}/${name}" .)
       ;;
     *) die "unknown driver ${name} (test-driver or gpu-driver)" ;;
   esac

@@ -17,9 +17,19 @@ FORK_REVISION=1
 FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
 OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
 # The light Go modules nested in this repository, for driver authors: the wire extension and the
-# driver library (docs/building.md, "Modules"). The root module replaces them with these
-# directories; `go test ./...` at the root does not reach them, so scripts loop over this list.
+# driver library (docs/building.md, "Modules"). Each requires the others at LIBRARY_VERSION and
+# has no replace; in this repository the workspace go.work joins them (the root module, which no
+# one requires, also replaces them with their directories for the patched tree's workspace).
+# `go test ./...` at the root does not reach them, so scripts loop over this list.
 LIBRARY_MODULES=(api pkg/failfastplugin)
+# The library's release version: a fork release FORK_VERSION is also the library release
+# v0.FORK_REVISION.0, tagged <module dir>/LIBRARY_VERSION (hack/release-library.sh).
+LIBRARY_VERSION="v0.${FORK_REVISION}.0"
+# The newest k8s.io/* release (staging version) the library is tested with; the oldest is the
+# floor its go.mod requires (hack/verify-adoption.sh tests both; docs/driver-authors.md).
+LIBRARY_KUBE_NEWEST=v0.37.2
+# The module path prefix of this repository's modules.
+MODULE_PREFIX=github.com/dra-failfast/dra-failfast
 # The example driver, a module of its own that uses the library as an outside driver does.
 EXAMPLE_MODULE=examples/gpu-driver
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}

@@ -63,7 +63,7 @@ unit_tests() {
   local rc=0 mod
   go test -race -count=1 -v ./... > "${results}/unit.log" 2>&1 || rc=$?
   for mod in "${LIBRARY_MODULES[@]}"; do
-    (cd "${mod}" && GOWORK=off go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
+    (cd "${mod}" && go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
   done
   grep -E '^(ok|FAIL|---)' "${results}/unit.log" | grep -v '^--- PASS' || true
   count_go_tests "${results}/unit.log"

@@ -2,27 +2,71 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# Checks that a driver outside this repository can adopt the driver library with standard Go
-# commands. The example driver (EXAMPLE_MODULE) is copied to a scratch directory, as a driver
-# author would copy it; its replace lines are pointed at this checkout's library modules (the only
-# replaces it may have); then go mod tidy, go build, go vet and go test -race run there, and the
-# module graphs of the example and of every library module must hold no k8s.io/kubernetes and
-# none of the harness's heavy modules. Fails if the library imports the root module or a heavy
-# package again.
-#   ADOPTION_EMPTY_MODCACHE=1   start from an empty module cache (everything from the proxy)
+# make verify-adoption: a driver outside this repository adopts the driver library by its release
+# tag, with standard Go commands and no replace, as it would from the public repository:
+#   1. the published repository: this checkout (committed or not, less what git ignores) as one
+#      commit of a scratch repository, tagged by hack/release-library.sh --tag as a release is;
+#   2. git and Go pointed at it: the repository's public URL rewritten to the scratch repository
+#      (a throwaway git config), its module path private (fetched from git, no proxy, no checksum
+#      database); whatever the module cache held of this repository's modules is removed before
+#      and after, so that the tags under test are fetched anew (other modules come from the module
+#      cache or the Go module proxy as usual, and builds reuse the build cache);
+#   3. an outside module (test/adoption/outside-driver in an empty module) runs `go get` of the
+#      library at LIBRARY_VERSION, then go mod tidy, go build, go vet, go test -race, and the
+#      library's own unit tests from the tag;
+#   4. the supported k8s.io/* range: the outside module of 3 resolved the oldest, the floor the
+#      library's go.mod requires; a copy of it on the newest (LIBRARY_KUBE_NEWEST) builds and runs
+#      the library's unit tests again;
+#   5. the example driver copied from the release, as a driver author copies it: its go.mod must
+#      require the library at LIBRARY_VERSION with no replace; tidy, build, vet, test -race.
+# Both module graphs must hold no k8s.io/kubernetes, none of the harness's heavy modules and no
+# module of this repository but the library's. Fails if the library needs anything a tag cannot
+# carry (a replace, an untagged version, the root module).
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
 # Modules that only the kubelet side or the harness may need.
-heavy='^(k8s\.io/kubernetes|sigs\.k8s\.io/kind|go\.etcd\.io/etcd/server/v3|github\.com/dra-failfast/dra-failfast) '
+heavy="^(k8s\.io/kubernetes|sigs\.k8s\.io/kind|go\.etcd\.io/etcd/server/v3|${MODULE_PREFIX//./\\.}) "
 
 scratch=$(mktemp -d)
-trap 'chmod -R u+w "${scratch}" 2>/dev/null; rm -rf "${scratch}"' EXIT
-export GOWORK=off GOFLAGS="-mod=mod -buildvcs=false"
-if [ "${ADOPTION_EMPTY_MODCACHE:-}" = 1 ]; then
-  export GOMODCACHE="${scratch}/modcache"
-fi
+modcache=$(go env GOMODCACHE)
+
+# forget_own_modules: removes this repository's modules from the module cache: the extracted
+# modules, the downloads and git's clone of the repository.
+forget_own_modules() {
+  local info dir
+  for dir in "${modcache}/${MODULE_PREFIX}" "${modcache}/${MODULE_PREFIX}"@* "${modcache}/cache/download/${MODULE_PREFIX}"; do
+    [ -e "${dir}" ] && chmod -R u+w "${dir}" && rm -rf "${dir}"
+  done
+  for info in "${modcache}"/cache/vcs/*.info; do
+    [ -e "${info}" ] || continue
+    [ "$(cat "${info}")" = "git3:https://${MODULE_PREFIX}" ] || continue
+    rm -rf "${info%.info}" "${info}" "${info%.info}.lock"
+  done
+  return 0
+}
+trap 'forget_own_modules; rm -rf "${scratch}"' EXIT
+forget_own_modules
+
+# 1. The published repository.
+origin="${scratch}/origin"
+mkdir -p "${origin}"
+while IFS= read -r -d '' file; do
+  [ -e "${file}" ] && cp --parents -P "${file}" "${origin}/"
+done < <(git ls-files -z --cached --others --exclude-standard)
+export GIT_AUTHOR_NAME=verify-adoption GIT_AUTHOR_EMAIL=verify-adoption@localhost
+export GIT_COMMITTER_NAME=verify-adoption GIT_COMMITTER_EMAIL=verify-adoption@localhost
+git -C "${origin}" init -q
+git -C "${origin}" add -A
+git -C "${origin}" commit -q -m "the release under test"
+(cd "${origin}" && hack/release-library.sh --tag)
+log "verify-adoption: release tags $(git -C "${origin}" tag | tr '\n' ' ')"
+
+# 2. git and Go see the scratch repository as the public one.
+export GIT_CONFIG_GLOBAL="${scratch}/gitconfig" GIT_CONFIG_NOSYSTEM=1
+git config --file "${GIT_CONFIG_GLOBAL}" url."file://${origin}".insteadOf "https://${MODULE_PREFIX}"
+export GOWORK=off GOPRIVATE="${MODULE_PREFIX}" GOFLAGS=-buildvcs=false
 
 # no_heavy_modules NAME: fails when the module graph of the module in the current directory
 # holds a heavy module.
@@ -37,25 +81,83 @@ no_heavy_modules() {
   log "verify-adoption: $1: $(go mod graph | wc -l) module graph edges, no heavy module"
 }
 
-for mod in "${LIBRARY_MODULES[@]}"; do
-  (cd "${mod}" && no_heavy_modules "library module ${mod}")
+# no_replace NAME: fails when the go.mod in the current directory has a replace.
+no_replace() {
+  if go mod edit -json | tr -d '\n\t ' | grep -q '"Replace":\['; then
+    die "verify-adoption: $1's go.mod has a replace; a driver fetching the library by tag needs none"
+  fi
+}
+
+# library_at_release NAME: fails unless the module in the current directory resolved every library
+# module it uses to LIBRARY_VERSION, fetched from the release (not from a directory).
+library_at_release() {
+  local mod got
+  for mod in "${LIBRARY_MODULES[@]}"; do
+    got=$(go list -m -f '{{.Version}}{{if .Replace}} replaced{{end}}' "${MODULE_PREFIX}/${mod}")
+    [ "${got}" = "${LIBRARY_VERSION}" ] ||
+      die "verify-adoption: $1 resolved ${MODULE_PREFIX}/${mod} to '${got}', want ${LIBRARY_VERSION} from the tag"
+  done
+  log "verify-adoption: $1 uses the library at ${LIBRARY_VERSION}, fetched by tag"
+}
+
+# 3. An outside module.
+outside="${scratch}/outside-driver"
+mkdir -p "${outside}"
+cp "${origin}"/test/adoption/outside-driver/*.go "${outside}/"
+cd "${outside}" || exit 1
+go mod init example.com/outside-driver 2> /dev/null
+timed "verify-adoption: go get ${MODULE_PREFIX}/pkg/failfastplugin@${LIBRARY_VERSION}" \
+  go get "${MODULE_PREFIX}/pkg/failfastplugin@${LIBRARY_VERSION}"
+timed "verify-adoption: outside module: go mod tidy" go mod tidy
+no_replace "the outside module"
+library_at_release "the outside module"
+timed "verify-adoption: outside module: go build ./..." go build ./...
+timed "verify-adoption: outside module: go vet ./..." go vet ./...
+timed "verify-adoption: outside module: go test ./..." go test -race -count=1 -v ./...
+# The library's own tests, from the tagged module zip, in the outside module's build list. -mod=mod
+# lets go record the test-only dependencies it needs (go mod tidy keeps only the module's own).
+timed "verify-adoption: the library's unit tests at ${LIBRARY_VERSION}" \
+  go test -mod=mod -race -count=1 -v "${MODULE_PREFIX}/api/..." "${MODULE_PREFIX}/pkg/failfastplugin/..."
+no_heavy_modules "the outside module"
+
+# 4. The supported k8s.io/* range: the k8s.io modules the library requires at its floor.
+mapfile -t kube_floor < <(cd "${origin}/pkg/failfastplugin" && go mod edit -json | tr -d '\n\t ' |
+  grep -o '{"Path":"k8s\.io/[^"]*","Version":"v0\.[^"]*"}' | sed 's/{"Path":"\([^"]*\)","Version":"\([^"]*\)"}/\1 \2/')
+kube_oldest=${kube_floor[0]#* }
+kube_modules=()
+for line in "${kube_floor[@]}"; do
+  [ "${line#* }" = "${kube_oldest}" ] || die "verify-adoption: pkg/failfastplugin/go.mod requires ${line}, the other k8s.io modules at ${kube_oldest}: one floor for all"
+  kube_modules+=("${line% *}")
 done
+for mod in "${kube_modules[@]}"; do
+  got=$(go list -m -f '{{.Version}}' "${mod}")
+  [ "${got}" = "${kube_oldest}" ] || die "verify-adoption: the outside module resolved ${mod} to ${got}, not to the library's floor ${kube_oldest}"
+done
+log "verify-adoption: oldest supported k8s.io release ${kube_oldest}: tested above (${kube_modules[*]})"
+newest="${scratch}/outside-driver-newest"
+cp -r "${outside}" "${newest}"
+cd "${newest}" || exit 1
+timed "verify-adoption: go get the newest supported k8s.io release ${LIBRARY_KUBE_NEWEST}" \
+  go get "${kube_modules[@]/%/@${LIBRARY_KUBE_NEWEST}}"
+timed "verify-adoption: newest: go mod tidy" go mod tidy
+for mod in "${kube_modules[@]}"; do
+  got=$(go list -m -f '{{.Version}}' "${mod}")
+  [ "${got}" = "${LIBRARY_KUBE_NEWEST}" ] || die "verify-adoption: ${mod} resolved to ${got}, want ${LIBRARY_KUBE_NEWEST}"
+done
+library_at_release "the outside module on ${LIBRARY_KUBE_NEWEST}"
+timed "verify-adoption: newest: go build ./..." go build ./...
+timed "verify-adoption: the library's unit tests on k8s.io ${LIBRARY_KUBE_NEWEST}" \
+  go test -mod=mod -count=1 -v ./... "${MODULE_PREFIX}/api/..." "${MODULE_PREFIX}/pkg/failfastplugin/..."
 
+# 5. The example driver, copied from the release.
 example="${scratch}/$(basename "${EXAMPLE_MODULE}")"
-cp -r "${EXAMPLE_MODULE}" "${example}"
+cp -r "${origin}/${EXAMPLE_MODULE}" "${example}"
 cd "${example}" || exit 1
-mapfile -t replaced < <(go mod edit -json | tr -d '\n\t ' | grep -o '"Old":{"Path":"[^"]*"' | sed 's/.*"Path":"//; s/"$//')
-expected=(github.com/dra-failfast/dra-failfast/api github.com/dra-failfast/dra-failfast/pkg/failfastplugin)
-if [ "$(printf '%s\n' "${replaced[@]}" | sort)" != "$(printf '%s\n' "${expected[@]}" | sort)" ]; then
-  die "verify-adoption: ${EXAMPLE_MODULE}/go.mod must replace exactly the library modules (${expected[*]}) with local paths, it replaces: ${replaced[*]:-nothing}"
-fi
-go mod edit \
-  -replace="github.com/dra-failfast/dra-failfast/api=${REPO_ROOT}/api" \
-  -replace="github.com/dra-failfast/dra-failfast/pkg/failfastplugin=${REPO_ROOT}/pkg/failfastplugin"
-
-timed "verify-adoption: go mod tidy" go mod tidy
-timed "verify-adoption: go build ./..." go build ./...
-timed "verify-adoption: go vet ./..." go vet ./...
-timed "verify-adoption: go test ./..." go test -race -count=1 -v ./...
+no_replace "${EXAMPLE_MODULE}"
+timed "verify-adoption: example driver: go mod tidy" go mod tidy
+library_at_release "the example driver (${EXAMPLE_MODULE})"
+timed "verify-adoption: example driver: go build ./..." go build ./...
+timed "verify-adoption: example driver: go vet ./..." go vet ./...
+timed "verify-adoption: example driver: go test ./..." go test -race -count=1 -v ./...
 no_heavy_modules "the example driver (${EXAMPLE_MODULE})"
-log "verify-adoption: an outside module builds, vets and tests a driver against the library"
+log "verify-adoption: outside modules fetch the library by its tag ${LIBRARY_VERSION} with no replace, and build, vet and test against it"

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # make verify: every static check, no root and no cluster needed: gofmt, go vet (with and without
-# the e2e_node tag), shellcheck, license headers, generated code, go.mod, and the patch series
+# the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
+# requirements (what a release tag publishes resolves with go get alone), and the patch series
 # (applies to pristine v1.37.1, builds, stays within its line budget). Runs all checks and fails
 # at the end if any failed. Installs shellcheck from Debian when missing and running as root.
 # shellcheck source=hack/lib.sh
@@ -32,7 +33,7 @@ go_vet() {
   local mod
   go vet ./... && go vet -tags e2e_node ./test/... ./internal/... && go vet -tags kindcluster ./test/kind/ || return 1
   for mod in "${LIBRARY_MODULES[@]}" "${EXAMPLE_MODULE}"; do
-    (cd "${mod}" && GOWORK=off go vet ./...) || return 1
+    (cd "${mod}" && go vet ./...) || return 1
   done
 }
 
@@ -50,6 +51,7 @@ check shellcheck shellcheck_scripts
 check license-headers hack/verify-license.sh
 check codegen hack/verify-codegen.sh
 check gomod hack/verify-gomod.sh
+check library-release hack/release-library.sh --check
 check patches hack/verify-patches.sh
 [ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"
 log "verify: all checks passed"

@@ -3,7 +3,7 @@ module github.com/dra-failfast/dra-failfast/examples/gpu-driver
 go 1.26.0
 
 require (
-	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.0.0-00010101000000-000000000000
+	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.1.0
 	k8s.io/api v0.37.1
 	k8s.io/apimachinery v0.37.1
 	k8s.io/client-go v0.37.1
@@ -20,7 +20,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/dra-failfast/dra-failfast/api v0.0.0-00010101000000-000000000000 // indirect
+	github.com/dra-failfast/dra-failfast/api v0.1.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
@@ -75,11 +75,4 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
-)
-
-// The library from this checkout; a driver outside this repository requires
-// a tagged release instead and needs neither line.
-replace (
-	github.com/dra-failfast/dra-failfast/api => ../../api
-	github.com/dra-failfast/dra-failfast/pkg/failfastplugin => ../../pkg/failfastplugin
 )

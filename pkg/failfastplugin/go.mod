@@ -3,16 +3,16 @@ module github.com/dra-failfast/dra-failfast/pkg/failfastplugin
 go 1.26.0
 
 require (
-	github.com/dra-failfast/dra-failfast/api v0.0.0-00010101000000-000000000000
+	github.com/dra-failfast/dra-failfast/api v0.1.0
 	github.com/go-logr/logr v1.4.3
 	google.golang.org/grpc v1.82.1
-	k8s.io/api v0.37.1
-	k8s.io/apimachinery v0.37.1
-	k8s.io/client-go v0.37.1
-	k8s.io/component-base v0.37.1
-	k8s.io/dynamic-resource-allocation v0.37.1
+	k8s.io/api v0.37.0
+	k8s.io/apimachinery v0.37.0
+	k8s.io/client-go v0.37.0
+	k8s.io/component-base v0.37.0
+	k8s.io/dynamic-resource-allocation v0.37.0
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kubelet v0.37.1
+	k8s.io/kubelet v0.37.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 )
@@ -76,6 +76,3 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 	tags.cncf.io/container-device-interface/specs-go v1.1.0 // indirect
 )
-
-// The wire extension is its own module beside this one (../../api), released in lockstep.
-replace github.com/dra-failfast/dra-failfast/api => ../../api

@@ -131,7 +131,13 @@ type wrappedPlugin struct {
 func (p *wrappedPlugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	result, err := p.DRAPlugin.PrepareResourceClaims(ctx, claims)
 	if err != nil {
-		// kubeletplugin fails the whole call and ignores result.
+		// kubeletplugin fails the whole call and ignores result. A failed
+		// call is never permanent for the kubelet (the error may come from
+		// anywhere between it and the driver), so a Permanent mark here
+		// is lost: say so where the driver author looks.
+		if IsPermanent(err) {
+			klog.FromContext(ctx).Error(err, "PrepareResourceClaims failed as a whole with an error marked Permanent: the kubelet retries a failed call as transient; put the error in the PrepareResult of each claim it concerns instead", "claims", len(claims))
+		}
 		return result, err
 	}
 	p.taintDeviceFaults(ctx, result)

@@ -10,10 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -26,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
@@ -144,6 +148,46 @@ func TestWrapWithoutInterceptor(t *testing.T) {
 	}
 	if r := result["uid-permanent"]; !failfastplugin.IsPermanent(r.Err) {
 		t.Errorf("wrapped plugin changed the result: %+v", r)
+	}
+}
+
+// failingCallPlugin fails every PrepareResourceClaims call as a whole.
+type failingCallPlugin struct {
+	scriptedPlugin
+	err error
+}
+
+func (p failingCallPlugin) PrepareResourceClaims(context.Context, []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	return nil, p.err
+}
+
+// TestWholeCallPermanentIsLogged: a Permanent error for the whole call
+// cannot reach the kubelet as permanent; the driver author is told so in
+// the log, and the call's error passes through unchanged.
+func TestWholeCallPermanentIsLogged(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err     error
+		wantLog bool
+	}{
+		"permanent":         {err: failfastplugin.Permanent(errors.New("no such device")), wantLog: true},
+		"permanent wrapped": {err: fmt.Errorf("prepare: %w", failfastplugin.Permanent(errors.New("no such device"))), wantLog: true},
+		"transient":         {err: errors.New("busy")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logged []string
+			logger := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+			ctx := klog.NewContext(t.Context(), logger)
+			_, err := failfastplugin.Wrap(failingCallPlugin{err: tc.err}).PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{allocatedClaim("permanent")})
+			if !errors.Is(err, tc.err) {
+				t.Errorf("error %v, want the plugin's %v", err, tc.err)
+			}
+			found := slices.ContainsFunc(logged, func(line string) bool {
+				return strings.Contains(line, "failed as a whole with an error marked Permanent") && strings.Contains(line, "no such device")
+			})
+			if found != tc.wantLog {
+				t.Errorf("whole-call Permanent logged: %v, want %v; log: %q", found, tc.wantLog, logged)
+			}
+		})
 	}
 }
 
