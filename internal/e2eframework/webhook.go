@@ -85,12 +85,21 @@ func (d *Driver) RegisterWebhook(ctx context.Context, c *localcluster.Cluster) e
 				URL:      ptr.To("https://" + address + WebhookPath),
 				CABundle: caBundle,
 			},
+			// As deploy/*/webhook.yaml: claims and templates have an
+			// immutable spec, only a DeviceClass update can bring config.
 			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups:   []string{"resource.k8s.io"},
+					APIVersions: []string{"v1"},
+					Resources:   []string{"resourceclaims", "resourceclaimtemplates"},
+				},
+			}, {
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{
 					APIGroups:   []string{"resource.k8s.io"},
 					APIVersions: []string{"v1"},
-					Resources:   []string{"resourceclaims", "resourceclaimtemplates", "deviceclasses"},
+					Resources:   []string{"deviceclasses"},
 				},
 			}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{selector}},

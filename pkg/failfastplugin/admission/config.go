@@ -202,7 +202,13 @@ var errValidatorFailed = errors.New("validator failed")
 // invalid entries found until then are returned with it.
 func validateAll(ctx context.Context, validate ConfigValidator, configs []OpaqueConfig) (InvalidConfigErrors, error) {
 	var invalid InvalidConfigErrors
-	for _, cfg := range configs {
+	for i, cfg := range configs {
+		// The request may have been answered (a timeout) or given up:
+		// validate no further entry for nobody. The first is always
+		// validated: a validator that ignores ctx still gives a verdict.
+		if err := ctx.Err(); err != nil && i > 0 {
+			return invalid, fmt.Errorf("%w: %w", errValidatorFailed, context.Cause(ctx))
+		}
 		err := safeValidate(ctx, validate, cfg)
 		switch {
 		case err == nil:

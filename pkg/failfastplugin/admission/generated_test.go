@@ -47,7 +47,6 @@ func TestGeneratedClaims(t *testing.T) {
 		{name: "deny (default)", pod: podOwnedBy("", ""), claim: generatedClaim()},
 		{name: "allow", policy: GeneratedClaimsAllow, claim: generatedClaim(), wantAllow: true, noClient: true},
 		{name: "allow: not generated, still denied", policy: GeneratedClaimsAllow, claim: notGenerated, noClient: true},
-		{name: "allow: only at create", policy: GeneratedClaimsAllow, claim: generatedClaim(), operation: admissionv1.Update, noClient: true},
 		{name: "by owner: bare pod", policy: GeneratedClaimsByOwner, pod: podOwnedBy("", ""), claim: generatedClaim(), wantAllow: true},
 		{name: "by owner: Job", policy: GeneratedClaimsByOwner, pod: podOwnedBy("Job", "batch/v1"), claim: generatedClaim(), wantAllow: true},
 		{name: "by owner: ReplicaSet", policy: GeneratedClaimsByOwner, pod: podOwnedBy("ReplicaSet", "apps/v1"), claim: generatedClaim()},

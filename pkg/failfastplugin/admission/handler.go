@@ -4,6 +4,8 @@
 package admission
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +15,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -36,6 +39,20 @@ const (
 	// MaxTimeout is the longest the API server waits for a webhook
 	// (timeoutSeconds is at most 30): a longer Handler.Timeout is cut to it.
 	MaxTimeout = 30 * time.Second
+	// DefaultMaxConcurrent bounds the requests validated at once, unless
+	// Handler.MaxConcurrent says otherwise.
+	DefaultMaxConcurrent = 32
+	// DefaultMaxConcurrentLarge bounds the requests larger than
+	// SmallRequestBytes validated at once, unless
+	// Handler.MaxConcurrentLarge says otherwise: with the default
+	// MaxRequestBytes, a few MiB of bodies and their decoded objects.
+	DefaultMaxConcurrentLarge = 2
+	// SmallRequestBytes is the largest request body that is not "large":
+	// a claim or template with a few config entries is a few KiB, the
+	// API server sends CREATE of claims and templates only, and no
+	// number of large requests keeps a small one waiting for a large
+	// slot.
+	SmallRequestBytes = 64 << 10
 )
 
 // GroupName is the API group of the objects the webhook validates.
@@ -87,6 +104,15 @@ type Handler struct {
 	// most MaxTimeout. A shorter timeout that the API server sends (the
 	// timeout query parameter) takes precedence.
 	Timeout time.Duration
+	// MaxConcurrent bounds the requests validated at once, and
+	// MaxConcurrentLarge those with a body larger than SmallRequestBytes
+	// (or of unknown size); 0 selects DefaultMaxConcurrent and
+	// DefaultMaxConcurrentLarge. A request waits for its slot until its
+	// timeout, then gets HTTP 429 (the API server applies the failure
+	// policy). A request holds its slots until its validation ended, also
+	// when its answer went out before (a validator past the timeout).
+	MaxConcurrent      int
+	MaxConcurrentLarge int
 	// GeneratedClaims is what happens to an invalid ResourceClaim generated
 	// for a pod from a template the webhook never saw (see GeneratedClaims);
 	// the zero value denies it like any claim.
@@ -94,6 +120,41 @@ type Handler struct {
 	// KubeClient looks up the pod of a generated claim, for
 	// GeneratedClaimsByOwner (RBAC: get pods).
 	KubeClient kubernetes.Interface
+
+	slotsOnce  sync.Once
+	slots      chan struct{}
+	largeSlots chan struct{}
+}
+
+// acquire takes the slots of a request of size bytes (-1: unknown), waiting
+// until ctx ends. It returns the function that gives them back, or false.
+func (h *Handler) acquire(ctx context.Context, size int64) (func(), bool) {
+	h.slotsOnce.Do(func() {
+		h.slots = make(chan struct{}, cmp.Or(max(h.MaxConcurrent, 0), DefaultMaxConcurrent))
+		h.largeSlots = make(chan struct{}, cmp.Or(max(h.MaxConcurrentLarge, 0), DefaultMaxConcurrentLarge))
+	})
+	large := size < 0 || size > SmallRequestBytes
+	if large {
+		select {
+		case h.largeSlots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+	select {
+	case h.slots <- struct{}{}:
+	case <-ctx.Done():
+		if large {
+			<-h.largeSlots
+		}
+		return nil, false
+	}
+	return func() {
+		<-h.slots
+		if large {
+			<-h.largeSlots
+		}
+	}, true
 }
 
 // ServeHTTP implements http.Handler.
@@ -120,6 +181,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxRequestBytes
 	}
+	if r.ContentLength > maxBytes {
+		http.Error(w, fmt.Sprintf("request body is larger than %d bytes", maxBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	// The slots bound the bodies in memory too: take them before reading.
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout(r))
+	defer cancel()
+	release, ok := h.acquire(ctx, r.ContentLength)
+	if !ok {
+		result = ResultBusy
+		logger.Info("Admission request not validated: too many requests in flight", "maxConcurrent", cap(h.slots), "maxConcurrentLarge", cap(h.largeSlots), "bytes", r.ContentLength)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("webhook of driver %s: too many admission requests in flight", h.DriverName), http.StatusTooManyRequests)
+		return
+	}
+	// Given back when the validation ends, not when the answer goes out.
+	releaseOnce := sync.OnceFunc(release)
+	defer func() {
+		if releaseOnce != nil {
+			releaseOnce()
+		}
+	}()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
 	if err != nil {
 		if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
@@ -140,8 +223,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resource = req.Resource.Resource
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout(r))
-	defer cancel()
 	type answer struct {
 		response *admissionv1.AdmissionResponse
 		result   string
@@ -150,7 +231,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The validator is the driver's code: if it does not return in time,
 	// answer without it and let the goroutine finish on its own.
 	answers := make(chan answer, 1)
+	validationRelease := releaseOnce
+	releaseOnce = nil
 	go func() {
+		defer validationRelease()
 		defer func() {
 			if r := recover(); r != nil {
 				answers <- answer{err: fmt.Errorf("%w: panic: %v\n%s", errValidatorFailed, r, debug.Stack())}
@@ -252,6 +336,11 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		return allowed, ResultIgnored, nil
 	case req.Operation != admissionv1.Create && req.Operation != admissionv1.Update:
 		return allowed, ResultIgnored, nil
+	case req.Operation == admissionv1.Update && kind != KindDeviceClass:
+		// The spec of a claim and of a template is immutable: the API
+		// server rejects a changed one before validating admission, so
+		// an update brings no entry that its create did not.
+		return allowed, ResultIgnored, nil
 	}
 	if want := (metav1.GroupVersionKind{Group: GroupName, Version: Version, Kind: string(kind)}); req.Kind != want {
 		return deny(http.StatusBadRequest, fmt.Sprintf("request for %s carries kind %s, want %s", req.Resource.Resource, gvkString(req.Kind), gvkString(want))), ResultError, nil
@@ -263,9 +352,11 @@ func (h *Handler) review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if req.Operation == admissionv1.Update {
 		// An old object that does not decode has no entries to keep.
 		old, _, _ := h.objectConfigs(kind, req.OldObject.Raw, req)
-		configs = slices.DeleteFunc(configs, func(cfg OpaqueConfig) bool {
-			return slices.ContainsFunc(old, func(oldCfg OpaqueConfig) bool { return sameEntry(cfg, oldCfg) })
-		})
+		kept := make(map[string]bool, len(old))
+		for _, oldCfg := range old {
+			kept[entryKey(oldCfg)] = true
+		}
+		configs = slices.DeleteFunc(configs, func(cfg OpaqueConfig) bool { return kept[entryKey(cfg)] })
 	}
 	invalid, err := validateAll(ctx, h.Validate, configs)
 	if err != nil {
@@ -314,10 +405,17 @@ func gvkString(gvk metav1.GroupVersionKind) string {
 	return schema.GroupVersionKind(gvk).String()
 }
 
-func sameEntry(a, b OpaqueConfig) bool {
-	return slices.Equal(a.Requests, b.Requests) &&
-		sameConfig(resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: a.Driver, Parameters: a.Parameters}},
-			resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: b.Driver, Parameters: b.Parameters}})
+// entryKey identifies an entry by its driver, requests and parameters (as
+// compact JSON: the API may have re-encoded them), so that an update's
+// entries are matched with the old object's in one pass each.
+func entryKey(cfg OpaqueConfig) string {
+	raw := cfg.Parameters.Raw
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) == nil {
+		raw = compact.Bytes()
+	}
+	key, _ := json.Marshal([]any{cfg.Driver, cfg.Requests, string(raw)})
+	return string(key)
 }
 
 // objectConfigs decodes raw as kind and returns the entries of the driver
@@ -380,10 +478,21 @@ func (h *Handler) objectConfigs(kind Kind, raw []byte, req *admissionv1.Admissio
 		// so this only happens to a request that did not come from it.
 		object.Name = meta.GenerateName + "*"
 	}
+	// The API server's own limits: an object past them is not one it
+	// would send, and validating it would only cost.
+	if len(entries) > resourceapi.DeviceConfigMaxSize {
+		return nil, nil, fmt.Errorf("%s has %d config entries, the API allows at most %d", kind, len(entries), resourceapi.DeviceConfigMaxSize)
+	}
 	var configs []OpaqueConfig
 	for i, entry := range entries {
 		if entry.Opaque == nil || entry.Opaque.Driver != h.DriverName {
 			continue
+		}
+		if n := len(entry.Opaque.Parameters.Raw); n > resourceapi.OpaqueParametersMaxLength {
+			return nil, nil, fmt.Errorf("%s config entry #%d has %d bytes of parameters, the API allows at most %d", kind, i, n, resourceapi.OpaqueParametersMaxLength)
+		}
+		if n := len(entry.Requests); n > resourceapi.DeviceRequestsMaxSize {
+			return nil, nil, fmt.Errorf("%s config entry #%d names %d requests, the API allows at most %d", kind, i, n, resourceapi.DeviceRequestsMaxSize)
 		}
 		configs = append(configs, OpaqueConfig{
 			Driver:          h.DriverName,

@@ -5,10 +5,13 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -214,15 +218,44 @@ func TestHandler(t *testing.T) {
 			}.String(),
 			resource: DeviceClasses, result: ResultAllowed,
 		},
-		"claim update with an undecodable old object validates all": {
+		"class update with an undecodable old object validates all": {
+			body: reviewOf{
+				operation: admissionv1.Update, resource: DeviceClasses,
+				object:    deviceClass(opaque(testDriver, invalidParams)),
+				oldObject: "not a class",
+			}.String(),
+			outcome: denied, code: http.StatusForbidden,
+			want:     invalidText + ` [DeviceClass gpu-class: invalid opaque device config #0 (source DeviceClass) for all requests of the class of driver gpu.example.com]`,
+			resource: DeviceClasses, result: ResultDenied,
+		},
+		// The API server rejects a changed spec before validating
+		// admission: an update of a claim or template adds no entry.
+		"claim update is not validated": {
 			body: reviewOf{
 				operation: admissionv1.Update,
 				object:    testClaim(claimEntry(testDriver, invalidParams)),
 				oldObject: "not a claim",
 			}.String(),
-			outcome: denied, code: http.StatusForbidden,
-			want:     invalidText + ` [ResourceClaim ns/gpu: invalid opaque device config #0 (source ResourceClaim) for all requests of driver gpu.example.com]`,
-			resource: ResourceClaims, result: ResultDenied,
+			resource: ResourceClaims, result: ResultIgnored,
+		},
+		"template update is not validated": {
+			body: reviewOf{
+				operation: admissionv1.Update, resource: ResourceClaimTemplates,
+				object: template(claimEntry(testDriver, invalidParams)),
+			}.String(),
+			resource: ResourceClaimTemplates, result: ResultIgnored,
+		},
+		"more config entries than the API allows": {
+			body:    reviewOf{object: testClaim(slices.Repeat([]resourceapi.DeviceClaimConfiguration{claimEntry(testDriver, validParams)}, resourceapi.DeviceConfigMaxSize+1)...)}.String(),
+			outcome: denied, code: http.StatusBadRequest,
+			want:     "ResourceClaim has 33 config entries, the API allows at most 32",
+			resource: ResourceClaims, result: ResultError,
+		},
+		"parameters larger than the API allows": {
+			body:    reviewOf{object: testClaim(claimEntry(testDriver, `{"pad":"`+strings.Repeat("x", resourceapi.OpaqueParametersMaxLength)+`"}`))}.String(),
+			outcome: denied, code: http.StatusBadRequest,
+			want:     "ResourceClaim config entry #0 has 10250 bytes of parameters, the API allows at most 10240",
+			resource: ResourceClaims, result: ResultError,
 		},
 		"DELETE is not validated": {
 			body:     reviewOf{operation: admissionv1.Delete, oldObject: testClaim(claimEntry(testDriver, invalidParams))}.String(),
@@ -487,4 +520,84 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("denied without a message: %s", rec.Body.String())
 		}
 	})
+}
+
+// serve sends body to h as the API server would, with timeout, and returns
+// the HTTP status.
+func serve(t *testing.T, h *Handler, body string, timeout time.Duration) int {
+	t.Helper()
+	req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/validate?timeout="+timeout.String(), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// TestConcurrencyBound: large requests wait for one of MaxConcurrentLarge
+// slots and give up with 429 at their timeout; a small request does not
+// wait behind them; a validator past its request's timeout keeps its slots
+// until it returns.
+func TestConcurrencyBound(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	h := &Handler{DriverName: testDriver, MaxConcurrent: 2, MaxConcurrentLarge: 1, Validate: func(ctx context.Context, cfg OpaqueConfig) error {
+		calls.Add(1)
+		if strings.Contains(string(cfg.Parameters.Raw), "hold") {
+			<-release // ignores ctx, like a slow validator
+		}
+		return testValidate(ctx, cfg)
+	}}
+	pad := strings.Repeat(" ", SmallRequestBytes)
+	large := func(params string) string {
+		return strings.Replace(reviewOf{object: testClaim(claimEntry(testDriver, params))}.String(), `"status":{}`, `"status":{}`+pad, 1)
+	}
+	small := reviewOf{object: testClaim(claimEntry(testDriver, `{"partitions":1}`))}.String()
+	if len(large("{}")) <= SmallRequestBytes || len(small) > SmallRequestBytes {
+		t.Fatalf("fixtures: large %d bytes, small %d bytes", len(large("{}")), len(small))
+	}
+
+	// The holder answers at its timeout but keeps its slots.
+	if code := serve(t, h, large(`{"partitions":1,"hold":true}`), 50*time.Millisecond); code != http.StatusInternalServerError {
+		t.Fatalf("holder: HTTP %d, want 500 (no verdict in time)", code)
+	}
+	if code := serve(t, h, large(`{"partitions":1}`), 50*time.Millisecond); code != http.StatusTooManyRequests {
+		t.Errorf("large request while the large slot is held: HTTP %d, want 429", code)
+	}
+	if code := serve(t, h, small, time.Second); code != http.StatusOK {
+		t.Errorf("small request while the large slot is held: HTTP %d, want 200", code)
+	}
+	close(release)
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return serve(t, h, large(`{"partitions":1}`), 50*time.Millisecond) == http.StatusOK, nil
+	}); err != nil {
+		t.Errorf("the large slot was not given back when the validator returned: %v", err)
+	}
+	if got := calls.Load(); got < 3 {
+		t.Errorf("validator called %d times, want the holder, the small and the last large request", got)
+	}
+}
+
+// TestValidationStopsWhenAnswered: once a request is answered (here: at
+// its timeout), no further entry of it is validated.
+func TestValidationStopsWhenAnswered(t *testing.T) {
+	var calls atomic.Int32
+	h := &Handler{DriverName: testDriver, Validate: func(ctx context.Context, cfg OpaqueConfig) error {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // the first entry outlives the request
+		}
+		return nil
+	}}
+	body := reviewOf{object: testClaim(slices.Repeat([]resourceapi.DeviceClaimConfiguration{claimEntry(testDriver, `{"partitions":1}`)}, 5)...)}.String()
+	if code := serve(t, h, body, 20*time.Millisecond); code != http.StatusInternalServerError {
+		t.Fatalf("HTTP %d, want 500 (no verdict in time)", code)
+	}
+	// The validation gives its slot back when it has ended.
+	if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(h.slots) == 0, nil
+	}); err != nil {
+		t.Fatalf("validation did not end: %v", err)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("validator called %d times after the request was answered, want only the first entry", got)
+	}
 }

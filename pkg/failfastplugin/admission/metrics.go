@@ -40,8 +40,13 @@ const (
 	// fails at prepare.
 	ResultAllowedInvalidGenerated = "allowed_invalid_generated"
 	// ResultIgnored: allowed without looking, not the webhook's business
-	// (another resource or version, a subresource, DELETE, CONNECT).
+	// (another resource or version, a subresource, DELETE, CONNECT, UPDATE
+	// of a claim or template, whose spec is immutable).
 	ResultIgnored = "ignored"
+	// ResultBusy: no verdict: too many requests in flight until the
+	// request's timeout (HTTP 429; the API server applies the failure
+	// policy).
+	ResultBusy = "busy"
 	// ResultError: no verdict: the request could not be read, the object
 	// could not be decoded, the validator panicked or ran out of time.
 	ResultError = "error"
@@ -51,7 +56,7 @@ var (
 	decisions = metrics.NewCounterVec(
 		&metrics.CounterOpts{
 			Name:           DecisionsMetric,
-			Help:           "Number of admission requests answered by the DRA driver's config validation webhook, by driver, resource and result (allowed, denied, ignored, error).",
+			Help:           "Number of admission requests answered by the DRA driver's config validation webhook, by driver, resource and result (allowed, denied, allowed_invalid_generated, ignored, busy, error).",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"driver_name", "resource", "result"},

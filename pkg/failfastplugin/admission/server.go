@@ -72,6 +72,9 @@ type ServerConfig struct {
 	// ShutdownTimeout bounds the wait for requests in flight when the
 	// server stops; 0 is DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// MaxConcurrent and MaxConcurrentLarge: see Handler.
+	MaxConcurrent      int
+	MaxConcurrentLarge int
 	// GeneratedClaims and KubeClient: see Handler.
 	GeneratedClaims GeneratedClaims
 	KubeClient      kubernetes.Interface
@@ -142,6 +145,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("admission: unknown GeneratedClaims %q", cfg.GeneratedClaims)
 	}
 	handler := &Handler{DriverName: cfg.DriverName, Validate: cfg.Validate, MaxRequestBytes: cfg.MaxRequestBytes, Timeout: cfg.Timeout,
+		MaxConcurrent: cfg.MaxConcurrent, MaxConcurrentLarge: cfg.MaxConcurrentLarge,
 		GeneratedClaims: cfg.GeneratedClaims, KubeClient: cfg.KubeClient}
 	s := &Server{done: make(chan struct{}), certs: certs}
 	mux := http.NewServeMux()
