@@ -13,7 +13,8 @@
 #      cache or the Go module proxy as usual, and builds reuse the build cache);
 #   3. an outside module (test/adoption/outside-driver in an empty module) runs `go get` of the
 #      library at LIBRARY_VERSION, then go mod tidy, go build, go vet, go test, and the
-#      library's own unit tests from the tag;
+#      library's own unit tests from the tag; the same driver with kubeletplugin.Start builds too
+#      and differs from it in that one line (the drop-in);
 #   4. the supported k8s.io/* range: the outside module of 3 resolved the oldest, the floor the
 #      library's go.mod requires; a copy of it on the newest (LIBRARY_KUBE_NEWEST) builds and runs
 #      the library's unit tests again;
@@ -114,6 +115,16 @@ timed "verify-adoption: outside module: go mod tidy" go mod tidy
 no_replace "the outside module"
 library_at_release "the outside module"
 timed "verify-adoption: outside module: go build ./..." go build ./...
+# Drop-in: the same driver before adoption (kubeletplugin.Start) builds, and the adoption changes the
+# call alone (failfastplugin.Start has kubeletplugin.Start's signature and result).
+before="${scratch}/outside-driver-before"
+cp -r "${outside}" "${before}"
+sed -i 's/failfastplugin\.Start(/kubeletplugin.Start(/' "${before}/main.go"
+(cd "${before}" && go build ./...)
+adoption_diff=$(diff -u --label before/main.go --label after/main.go "${before}/main.go" "${outside}/main.go" || true)
+[ "$(grep -c '^[-+][^-+]' <<<"${adoption_diff}")" -eq 2 ] ||
+  die "verify-adoption: adopting the library changes more than the Start call:"$'\n'"${adoption_diff}"
+log "verify-adoption: drop-in: from kubeletplugin.Start to failfastplugin.Start is one line:"$'\n'"$(grep '^[-+][^-+]' <<<"${adoption_diff}")"
 timed "verify-adoption: outside module: go vet ./..." go vet ./...
 timed "verify-adoption: outside module: go test ./..." go test -count=1 -v ./...
 # The library's own tests, from the tagged module zip, in the outside module's build list. -mod=mod

@@ -25,11 +25,14 @@
 //		return result, nil
 //	}
 //
-//	helper, err := failfastplugin.Start(ctx, &driver{},
+//	helper, err := failfastplugin.Start(ctx, &driver{}, // was: kubeletplugin.Start
 //		kubeletplugin.DriverName("gpu.example.com"),
 //		kubeletplugin.NodeName(nodeName),
 //		kubeletplugin.KubeClient(client),
 //	)
+//
+// Start has kubeletplugin.Start's signature and returns its
+// *kubeletplugin.Helper: the call is the one line that changes.
 //
 // # Broken devices
 //
@@ -54,8 +57,9 @@
 // kubelet sees ends with why the devices were not tainted, the driver's log
 // says it too, and the counter DeviceTaintFailuresMetric counts it.
 //
-// Publish the driver's ResourceSlices with the returned Helper's
-// PublishResources: it remembers them and adds the taints, so that a later
+// Publish the driver's ResourceSlices with the returned *Helper's
+// PublishResources (not kubeletplugin's: StartWithDeviceFaults does not hand
+// that one out): it remembers them and adds the taints, so that a later
 // republish keeps them. The taints stay until the driver calls
 // ClearDeviceFault, for example once the device was repaired.
 //

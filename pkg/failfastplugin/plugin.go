@@ -17,7 +17,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-// Helper is a running driver started by Start or StartWithDeviceFaults: the
+// Helper is a running driver started by StartWithDeviceFaults: the
 // kubeletplugin.Helper with publishing routed through the device faults. It
 // does not embed or return the kubeletplugin.Helper on purpose: a driver that
 // published with that helper directly would drop the taints of devices with
@@ -49,6 +49,19 @@ func (h *Helper) RegistrationStatus() *registerapi.RegistrationStatus {
 	return h.helper.RegistrationStatus()
 }
 
+// SetGetInfoError makes the plugin's registration answer the kubelet's
+// GetInfo with err (kubeletplugin.Helper.SetGetInfoError).
+func (h *Helper) SetGetInfoError(err error) {
+	h.helper.SetGetInfoError(err)
+}
+
+// SetNotifyRegistrationStatusError makes the plugin's registration answer
+// the kubelet's NotifyRegistrationStatus with err
+// (kubeletplugin.Helper.SetNotifyRegistrationStatusError).
+func (h *Helper) SetNotifyRegistrationStatusError(err error) {
+	h.helper.SetNotifyRegistrationStatusError(err)
+}
+
 // UpdateRequestMetadata overwrites the metadata of a request of a prepared
 // claim (kubeletplugin.Helper.UpdateRequestMetadata).
 func (h *Helper) UpdateRequestMetadata(ctx context.Context, claimNamespace, claimName string, claimUID types.UID, requestName string, devices []kubeletplugin.Device) error {
@@ -69,11 +82,13 @@ func (h *Helper) TaintedDevices() []DeviceID {
 
 // Start is kubeletplugin.Start with the plugin wrapped by Wrap and the
 // GRPCInterceptor option added, so that errors marked with Permanent reach the
-// kubelet as permanent. It does not taint devices: a DeviceFault fails its
-// claim permanently and says that the devices were not tainted. Use
-// StartWithDeviceFaults for that.
-func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletplugin.Option) (*Helper, error) {
-	return start(ctx, plugin, disabledDeviceFaults(), opts)
+// kubelet as permanent. It is a drop-in: same arguments, same result, so a
+// driver switches by changing the call alone. It does not taint devices: a
+// DeviceFault fails its claim permanently and says that the devices were not
+// tainted. Use StartWithDeviceFaults for that.
+func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
+	opts = append(opts[:len(opts):len(opts)], GRPCInterceptor())
+	return kubeletplugin.Start(ctx, Wrap(plugin), opts...)
 }
 
 // StartWithDeviceFaults is Start plus the tainting of the devices that the

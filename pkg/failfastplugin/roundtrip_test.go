@@ -327,6 +327,14 @@ func waitForAPI(t *testing.T, client *fake.Clientset, what string, ok func(map[f
 // publication. Helper must offer no way to reach a publisher that skips the
 // device faults: no exported or embedded field, no method returning the
 // kubeletplugin.Helper.
+// TestStartIsDropIn: failfastplugin.Start has kubeletplugin.Start's type, so
+// that a driver switches by changing the call alone.
+func TestStartIsDropIn(t *testing.T) {
+	if got, want := reflect.TypeOf(failfastplugin.Start), reflect.TypeOf(kubeletplugin.Start); got != want {
+		t.Errorf("failfastplugin.Start is %v, kubeletplugin.Start is %v", got, want)
+	}
+}
+
 func TestHelperHasNoBypass(t *testing.T) {
 	helperType := reflect.TypeFor[failfastplugin.Helper]()
 	rawHelper := reflect.TypeFor[*kubeletplugin.Helper]()
