@@ -24,10 +24,14 @@
 // rule (Honor or Ignore, retry budget) does with its answer.
 //
 // A driver built with failfastplugin.StartWithDeviceFaults taints a device
-// in the live cluster when it fails a claim with DeviceFault. The check says
-// so before it calls the driver, lists the devices tainted during the check
-// with how to clear them, and exits 1 when there are any, unless
-// -allow-taint is given.
+// in the live cluster when it fails a claim with DeviceFault. The check asks
+// the driver not to (failfastplugin.NoTaintMetadataKey): a driver on the
+// library then fails the claim permanently all the same, says that the
+// device was not tainted, and the cluster stays as it was. -allow-taint lets
+// the driver taint as it would for the kubelet. Either way the check lists
+// the devices tainted during it with how to clear them, and exits 1 when
+// there are any without -allow-taint (a driver that did not honor the
+// request).
 //
 // The claims must be allocated to a device of the driver and reserved for
 // no pod: a claim in use belongs to the kubelet. Run it on the driver's node,
@@ -70,7 +74,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
 	policyFile := flag.String("policy", "", "the node's DRA driver failure policy file, which the decisions follow (default: $"+failfastdra.DriverPolicyEnv+", else "+failfastdra.DefaultDriverPolicyPath+" if it exists)")
 	onlyValidate := flag.Bool("validate-policy", false, "only check the policy file (-policy, or the kubelet's) as the kubelet does at start, print the policy in effect, and exit")
-	allowTaint := flag.Bool("allow-taint", false, "accept that the driver taints devices it reports broken during the check (otherwise the check fails when it did, after saying which)")
+	allowTaint := flag.Bool("allow-taint", false, "let the driver taint devices it reports broken during the check, as for the kubelet (otherwise the check asks it not to, and fails if it did anyway, after saying which)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: %s -driver NAME [flags] NAMESPACE/CLAIM...\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
@@ -109,11 +113,11 @@ func run() error {
 	// Say it before the driver is called: the check talks to a live driver,
 	// and a driver built with failfastplugin.StartWithDeviceFaults taints a
 	// device in the cluster when it reports it broken.
-	note := "dra-failfast-check: a driver that reports a device fault for one of these claims taints the device (the scheduler then avoids it) until the driver clears it; the report names any device tainted during the check"
+	note := "dra-failfast-check: -allow-taint: a driver that reports a device fault for one of these claims taints the device (the scheduler then avoids it) until the driver clears it; the report names any device tainted during the check."
 	if !*allowTaint {
-		note += ", and the check then fails unless -allow-taint is given"
+		note = "dra-failfast-check: the driver is asked not to taint devices during the check (a driver on failfastplugin v0.1.0 or later honors it); a device tainted anyway is reported and fails the check (-allow-taint lets the driver taint)."
 	}
-	fmt.Fprintln(os.Stderr, note+".")
+	fmt.Fprintln(os.Stderr, note)
 	policyPath, policy, err := failfastdra.ReadDriverPolicy(*policyFile)
 	if err != nil {
 		return err

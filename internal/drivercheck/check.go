@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,6 +26,7 @@ import (
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
@@ -41,11 +43,14 @@ type Options struct {
 	Claims []string
 	// Timeout of each gRPC call. Default 45s.
 	Timeout time.Duration
-	// AllowTaint accepts that the driver taints devices during the check:
-	// a driver built with failfastplugin.StartWithDeviceFaults taints the
-	// device of a claim it fails with DeviceFault, in the live cluster, until
-	// the driver clears the fault. Without it, Run fails (ErrTainted) when
-	// the driver tainted a device, after reporting which.
+	// AllowTaint lets the driver taint devices during the check, as it
+	// would for the kubelet: a driver built with
+	// failfastplugin.StartWithDeviceFaults taints the device of a claim it
+	// fails with DeviceFault, in the live cluster, until the driver clears
+	// the fault. Without it, the prepare call asks the driver for no taint
+	// (failfastplugin.NoTaintMetadataKey), which a driver on the library
+	// honors, and Run fails (ErrTainted) when the driver tainted a device
+	// anyway, after reporting which.
 	AllowTaint bool
 	// Policy is the node's DRA driver failure policy, which the decisions
 	// follow (nil: the default, every Permanent answer honored).
@@ -147,6 +152,11 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	plugin := drapbv1.NewDRAPluginClient(conn)
 
 	callCtx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	if !opts.AllowTaint {
+		// A driver on the library then reports a device fault without
+		// tainting the device: the check leaves the cluster as it was.
+		callCtx = metadata.AppendToOutgoingContext(callCtx, failfastplugin.NoTaintMetadataKey, "true")
+	}
 	resp, callErr := plugin.NodePrepareResources(callCtx, &drapbv1.NodePrepareResourcesRequest{Claims: sent})
 	cancel()
 	report := &Report{Driver: opts.Driver}
@@ -192,7 +202,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	}
 	report.TaintedDevices = newTaints(taintsBefore, taintsAfter)
 	if len(report.TaintedDevices) > 0 && !opts.AllowTaint {
-		errs = append(errs, fmt.Errorf("%w (see the report); run with -allow-taint to accept that", ErrTainted))
+		errs = append(errs, fmt.Errorf("%w although the check asked it not to (a driver not built on failfastplugin v0.1.0 or later; see the report); run with -allow-taint to accept that", ErrTainted))
 	}
 	return report, errors.Join(errs...)
 }

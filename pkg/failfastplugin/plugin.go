@@ -5,9 +5,12 @@ package failfastplugin
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
+
+	"google.golang.org/grpc/metadata"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -172,6 +175,26 @@ func (p *wrappedPlugin) PrepareResourceClaims(ctx context.Context, claims []*res
 	return result, err
 }
 
+// NoTaintMetadataKey is the gRPC request metadata with which a caller of
+// NodePrepareResources asks the driver to taint nothing in that call: a
+// claim failed with DeviceFault still fails permanently, its error says
+// that the devices were not tainted and why, and the cluster is left as it
+// was. dra-failfast-check sends it (unless told -allow-taint), so that
+// checking a driver on a live cluster has no lasting effect; the kubelet
+// never sends it. Only callers that can open the driver's socket can.
+const NoTaintMetadataKey = "dra-failfast-no-taint"
+
+// errNoTaintRequested is why the devices of a DeviceFault were not tainted
+// in a call that asked for no taint.
+var errNoTaintRequested = errors.New("the caller asked for no taint (" + NoTaintMetadataKey + ", a check)")
+
+// noTaintRequested tells whether the NodePrepareResources call of ctx asked
+// for no taint.
+func noTaintRequested(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(NoTaintMetadataKey)) > 0
+}
+
 // taintDeviceFaults taints the devices of the claims that failed with
 // DeviceFault, all in one publication, and waits for them. The error of a
 // claim whose devices did not all get tainted says so.
@@ -194,7 +217,16 @@ func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.
 	if len(claimDevices) == 0 {
 		return
 	}
-	failures := p.faults.taint(ctx, texts)
+	var failures map[DeviceID]*taintFailure
+	if noTaintRequested(ctx) {
+		failures = map[DeviceID]*taintFailure{}
+		for device := range texts {
+			failures[device] = &taintFailure{err: errNoTaintRequested}
+		}
+		logger.Info("Not tainting devices with a fault: the caller asked for no taint", "devices", deviceNames(slices.SortedFunc(maps.Keys(texts), compareDeviceIDs)))
+	} else {
+		failures = p.faults.taint(ctx, texts)
+	}
 	for uid, devices := range claimDevices {
 		cause := notTainted(devices, failures)
 		if cause == nil {

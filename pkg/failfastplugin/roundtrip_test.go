@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -254,8 +255,26 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+
+	// A check asks for no taint: the claim fails permanently all the same,
+	// its error says why the device was not tainted, nothing is tainted.
+	checkCtx := metadata.AppendToOutgoingContext(ctx, failfastplugin.NoTaintMetadataKey, "true")
+	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(checkCtx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
+		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)},
+	}})
+	if err != nil {
+		t.Fatalf("NodePrepareResources asking for no taint: %v", err)
+	}
+	if got := resp.Claims[string(claim.UID)]; !strings.Contains(got.GetError(), "device pool/dev-1 not tainted: the caller asked for no taint") ||
+		v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+		t.Errorf("answer asking for no taint: error %q, error_type %v; want permanent, saying the device was not tainted", got.GetError(), v1alpha.GetErrorType(got))
+	}
+	if inAPI := taintsInAPI(t, client); len(inAPI) != 0 || len(helper.TaintedDevices()) != 0 {
+		t.Fatalf("asking for no taint tainted: API %v, TaintedDevices %v", inAPI, helper.TaintedDevices())
+	}
+
 	start := time.Now()
-	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
+	resp, err = drapbv1.NewDRAPluginClient(conn).NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
 		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)},
 	}})
 	elapsed := time.Since(start)
@@ -321,12 +340,6 @@ func waitForAPI(t *testing.T, client *fake.Clientset, what string, ok func(map[f
 	}
 }
 
-// TestHelperHasNoBypass: a driver that kept the kubeletplugin.Helper inside a
-// Helper (d.helper = h.Helper, as drivers keep a *kubeletplugin.Helper) and
-// published with it dropped every device fault's taint at its next
-// publication. Helper must offer no way to reach a publisher that skips the
-// device faults: no exported or embedded field, no method returning the
-// kubeletplugin.Helper.
 // TestStartIsDropIn: failfastplugin.Start has kubeletplugin.Start's type, so
 // that a driver switches by changing the call alone.
 func TestStartIsDropIn(t *testing.T) {
@@ -335,6 +348,12 @@ func TestStartIsDropIn(t *testing.T) {
 	}
 }
 
+// TestHelperHasNoBypass: a driver that kept the kubeletplugin.Helper inside a
+// Helper (d.helper = h.Helper, as drivers keep a *kubeletplugin.Helper) and
+// published with it dropped every device fault's taint at its next
+// publication. Helper must offer no way to reach a publisher that skips the
+// device faults: no exported or embedded field, no method returning the
+// kubeletplugin.Helper.
 func TestHelperHasNoBypass(t *testing.T) {
 	helperType := reflect.TypeFor[failfastplugin.Helper]()
 	rawHelper := reflect.TypeFor[*kubeletplugin.Helper]()
