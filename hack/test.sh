@@ -7,8 +7,8 @@
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
 #            go.mod, the patch series applies to pristine v1.37.1 and builds)
 #   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
-#   adoption an outside module builds and tests a driver against the library (the example driver in a
-#            scratch copy; hack/verify-adoption.sh)
+#   adoption outside modules fetch the driver library by its release tag, with no replace, and build
+#            and test against it (a scratch release; hack/verify-adoption.sh)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
 #   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
@@ -70,8 +70,9 @@ unit_tests() {
   return "${rc}"
 }
 
-# adoption_check: an outside module adopts the driver library (hack/verify-adoption.sh: the
-# example driver in a scratch copy, standard Go commands, no k8s.io/kubernetes in its graph).
+# adoption_check: outside modules adopt the driver library by its release tag (hack/verify-adoption.sh:
+# a scratch release, an outside module and the example driver, standard Go commands, no replace, no
+# k8s.io/kubernetes in their graphs).
 adoption_check() {
   local log="${results}/adoption.log" rc=0
   hack/verify-adoption.sh > "${log}" 2>&1 || rc=$?
@@ -160,7 +161,7 @@ run_stage() {
   case "$1" in
     verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
     unit) stage "unit tests (-race)" unit_tests ;;
-    adoption) stage "an outside module adopts the driver library (hack/verify-adoption.sh)" adoption_check ;;
+    adoption) stage "outside modules fetch the driver library by tag (hack/verify-adoption.sh)" adoption_check ;;
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
