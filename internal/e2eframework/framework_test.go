@@ -6,6 +6,7 @@ package e2eframework
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -186,6 +187,38 @@ plain 42
 		})
 	}
 	if _, err := MetricValue([]byte(`broken{a="b 1`), "broken", nil); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("malformed line: %v", err)
+	}
+}
+
+func TestMetricShapes(t *testing.T) {
+	const text = `# HELP dra_operations_duration_seconds [ALPHA] Latency of DRA operations.
+# TYPE dra_operations_duration_seconds histogram
+dra_operations_duration_seconds_bucket{is_error="false",operation_name="PrepareResources",le="0.1"} 2
+dra_operations_duration_seconds_bucket{is_error="false",operation_name="PrepareResources",le="+Inf"} 2
+dra_operations_duration_seconds_sum{is_error="false",operation_name="PrepareResources"} 0.02
+dra_operations_duration_seconds_count{is_error="false",operation_name="PrepareResources"} 2
+# TYPE kubelet_dra_driver_policy_reload_failures_total counter
+kubelet_dra_driver_policy_reload_failures_total 0
+# TYPE kubelet_dra_permanent_failures_total counter
+kubelet_dra_mixed{a="1"} 1
+kubelet_dra_mixed{b="1",a="2"} 1
+kubelet_dra_mixed{a="3"} 1
+rest_client_requests_total{code="200"} 9
+`
+	got, err := MetricShapes([]byte(text), "dra_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"dra_operations_duration_seconds":                 {"is_error,operation_name"},
+		"kubelet_dra_driver_policy_reload_failures_total": {""},
+		"kubelet_dra_mixed":                               {"a", "a,b"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MetricShapes = %v, want %v", got, want)
+	}
+	if _, err := MetricShapes([]byte(`broken{a="b 1`), ""); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("malformed line: %v", err)
 	}
 }

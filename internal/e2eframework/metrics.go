@@ -27,13 +27,66 @@ var ErrMetricNotFound = errors.New("metric not found")
 // authenticated HTTPS). For a histogram, ask for name_count, name_sum or
 // name_bucket with an "le" label.
 func KubeletMetric(ctx context.Context, c *localcluster.Cluster, name string, labels map[string]string) (float64, error) {
+	data, err := KubeletMetrics(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return MetricValue(data, name, labels)
+}
+
+// KubeletMetrics returns the kubelet's /metrics, read as KubeletMetric does.
+func KubeletMetrics(ctx context.Context, c *localcluster.Cluster) ([]byte, error) {
 	data, err := c.Client().CoreV1().RESTClient().Get().
 		AbsPath("/api/v1/nodes", c.NodeName(), "proxy", "metrics").
 		DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the kubelet's metrics: %w", err)
+		return nil, fmt.Errorf("read the kubelet's metrics: %w", err)
 	}
-	return MetricValue(data, name, labels)
+	return data, nil
+}
+
+// MetricShapes returns what a scrape in Prometheus text exposition format
+// exposes, values aside: for each metric family whose name contains
+// nameContains, the sets of label names of its samples ("le" and "quantile"
+// left out), each as a sorted comma-separated list. A family with a
+// # TYPE line and no sample (a vector nobody observed yet) is not exposed.
+func MetricShapes(text []byte, nameContains string) (map[string][]string, error) {
+	shapes := map[string][]string{}
+	scanner := bufio.NewScanner(bytes.NewReader(text))
+	scanner.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for line := 1; scanner.Scan(); line++ {
+		s := strings.TrimSpace(scanner.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		sample, err := parseSample(s)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %d: %w", line, err)
+		}
+		if !strings.Contains(sample.name, nameContains) {
+			continue
+		}
+		family := sample.name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			family = strings.TrimSuffix(family, suffix)
+		}
+		var names []string
+		for name := range sample.labels {
+			if name != "le" && name != "quantile" {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		shape := strings.Join(names, ",")
+		if !slices.Contains(shapes[family], shape) {
+			shapes[family] = append(shapes[family], shape)
+			slices.Sort(shapes[family])
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	return shapes, nil
 }
 
 // MetricValue finds the metric name in Prometheus text exposition format

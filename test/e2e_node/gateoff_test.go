@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
@@ -29,7 +31,10 @@ import (
 // DRAPermanentDriverFailure condition with status False) run under the stock
 // kubelet and then under the fork with the gate off, and every pod status
 // PATCH body each kubelet sent (from the apiserver's audit log) is compared,
-// UIDs, times, IDs and addresses normalized. With the gate off a permanent
+// UIDs, times, IDs and addresses normalized; and the DRA metric families on
+// the kubelet's /metrics, with their label names, are the same (issue 34:
+// the fork registered its own after the first prepare, gate or not). With the
+// gate off a permanent
 // answer is retried as in stock and the pod stays Pending. Not parallel: it
 // swaps kubelets, and restores the fork with the gate on, so that the order
 // of tests does not matter.
@@ -40,6 +45,7 @@ func TestGateOffIsStock(t *testing.T) {
 		replaceKubelet(context.Background(), t, fork, map[string]bool{gate: true})
 	})
 	patches := map[string]map[string][]string{} // kubelet -> pod -> normalized bodies
+	metrics := map[string]map[string][]string{} // kubelet -> DRA metric family -> label name sets
 	for _, run := range []struct {
 		name   string
 		binary string
@@ -49,11 +55,22 @@ func TestGateOffIsStock(t *testing.T) {
 			replaceKubelet(t.Context(), t, run.binary, run.gates)
 			ns := namespaceFor(t)
 			patches[run.name] = statusPatchesOfScenario(t, ns)
+			metrics[run.name] = draMetricShapes(t)
 			if run.name == "gate-off" {
 				checkGateOffRetries(t, ns)
 			}
 			deleteAndCheckNoLeaks(t, ns, driver)
 		})
+	}
+	// /metrics: the same DRA metric families with the same label names,
+	// after the same prepares (a family exists once it has a sample).
+	if len(metrics["stock"]) == 0 {
+		t.Error("the stock kubelet exposes no DRA metric after preparing claims: the scrape is not working")
+	}
+	if !reflect.DeepEqual(metrics["stock"], metrics["gate-off"]) {
+		t.Errorf("DRA metrics on /metrics differ (family: label names)\nstock:          %v\nfork, gate off: %v", metrics["stock"], metrics["gate-off"])
+	} else {
+		t.Logf("/metrics: the same %d DRA metric families, label names included", len(metrics["stock"]))
 	}
 	for _, pod := range []string{"healthy", "transient", "permanent", "foreign"} {
 		stockBodies, forkBodies := patches["stock"][pod], patches["gate-off"][pod]
@@ -112,6 +129,21 @@ func statusPatchesOfScenario(t *testing.T, ns string) map[string][]string {
 		out[p.Pod] = append(out[p.Pod], normalizePatch(t, p.Body, ns))
 	}
 	return out
+}
+
+// draMetricShapes returns the DRA metric families on the kubelet's /metrics
+// (upstream's dra_* and the fork's kubelet_dra_*), with their label names.
+func draMetricShapes(t *testing.T) map[string][]string {
+	t.Helper()
+	text, err := e2eframework.KubeletMetrics(t.Context(), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, err := e2eframework.MetricShapes(text, "dra_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shapes
 }
 
 // checkGateOffRetries: with the gate off the permanent answer is retried,

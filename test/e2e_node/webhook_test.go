@@ -101,8 +101,12 @@ func createLatencies(t *testing.T, ns string, n int) latencies {
 }
 
 // webhookChurnWindow is how long the Deployments with invalid config are
-// watched.
-const webhookChurnWindow = 5 * time.Minute
+// watched: long enough for several of the resourceclaim controller's
+// retries and, with the webhook down, for the ReplicaSet to replace failed
+// pods many times (about 70 pods a minute); short enough not to load the
+// node for the whole run (at 5 minutes, 360 churned pods slowed the other
+// parallel tests' pods past their deadlines on a loaded 2-core machine).
+const webhookChurnWindow = 2 * time.Minute
 
 // Issue 12 (c): a 2-replica Deployment whose claim template has invalid
 // config. With the webhook up the template is refused: the pods wait for

@@ -205,12 +205,19 @@ func conditionIndex(status *v1.PodStatus) (int, bool) {
 }
 
 // IsNeverStartedMark tells whether c is a never-started container that
-// UpdatePodStatus marked. The status manager's TerminatePod keeps such a
-// container as it is: without this, it turns every container of a terminal
-// pod that is not terminated into ContainerStatusUnknown, exit code 137, no
-// timestamps (kubectl describe prints year 1), and a podFailurePolicy rule
-// such as "onExitCodes In [137] -> Ignore" would then swallow the failure.
+// UpdatePodStatus marked, with the feature gate on. The status manager's
+// TerminatePod keeps such a container as it is: without this, it turns every
+// container of a terminal pod that is not terminated into
+// ContainerStatusUnknown, exit code 137, no timestamps (kubectl describe
+// prints year 1), and a podFailurePolicy rule such as "onExitCodes In [137]
+// -> Ignore" would then swallow the failure. With the gate off it is false:
+// TerminatePod is stock, also for a mark that a kubelet with the gate on left
+// in the pod's status before a restart.
 func IsNeverStartedMark(c *v1.ContainerStatus) bool {
+	return Enabled() && neverStartedMark(c)
+}
+
+func neverStartedMark(c *v1.ContainerStatus) bool {
 	w := c.State.Waiting
 	return w != nil && w.Reason == PodFailedReason && w.Message == neverStartedMessage
 }
@@ -218,7 +225,7 @@ func IsNeverStartedMark(c *v1.ContainerStatus) bool {
 func hasNeverStartedMark(status *v1.PodStatus) bool {
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
-			if IsNeverStartedMark(&statuses[i]) {
+			if neverStartedMark(&statuses[i]) {
 				return true
 			}
 		}
@@ -241,12 +248,12 @@ func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
 	} {
 		for i := range pair.statuses {
 			c := &pair.statuses[i]
-			if !IsNeverStartedMark(c) {
+			if !neverStartedMark(c) {
 				continue
 			}
 			c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
 			for j := range pair.api {
-				if api := &pair.api[j]; api.Name == c.Name && !IsNeverStartedMark(api) {
+				if api := &pair.api[j]; api.Name == c.Name && !neverStartedMark(api) {
 					c.State = *api.State.DeepCopy()
 				}
 			}

@@ -34,8 +34,11 @@ type PrepareFailures struct {
 // NewPrepareFailures starts collecting for pod. claims are the ResourceClaims
 // being prepared, by UID; they name the devices of a failing claim.
 func NewPrepareFailures(pod *v1.Pod, claims map[types.UID]*resourceapi.ResourceClaim) *PrepareFailures {
-	registerMetrics()
-	return &PrepareFailures{enabled: Enabled(), pod: pod, claims: claims}
+	enabled := Enabled()
+	if enabled {
+		registerMetrics() // with the gate off, /metrics is stock
+	}
+	return &PrepareFailures{enabled: enabled, pod: pod, claims: claims}
 }
 
 // Record classifies one driver's NodePrepareResources call (see Classify) and
