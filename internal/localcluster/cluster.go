@@ -282,7 +282,7 @@ func (c *Cluster) KubeletFeatureGates() map[string]bool { return maps.Clone(c.cf
 // KubeletPID returns the pid of the running kubelet (to read its CPU time
 // from /proc, for example).
 func (c *Cluster) KubeletPID() (int, error) {
-	procs := clusterProcs(c.p.state, roleKubelet)
+	procs := withoutForkedChildren(clusterProcs(c.p.state, roleKubelet))
 	if len(procs) != 1 {
 		return 0, fmt.Errorf("%d kubelet processes running, want 1", len(procs))
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -250,5 +251,30 @@ func TestControlPlaneQPSArgs(t *testing.T) {
 				t.Errorf("ControlPlaneAPIQPS %d: %s's rate flags %q, want %q", tc.qps, name, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestWithoutForkedChildren: a child of a listed process is left out (the
+// kubelet's child between fork and exec looks like a second kubelet), an
+// unrelated process is kept.
+func TestWithoutForkedChildren(t *testing.T) {
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	self := os.Getpid()
+	if got := parentPID(child.Process.Pid); got != self {
+		t.Fatalf("parentPID(child) = %d, want %d", got, self)
+	}
+	procs := []proc{{pid: self, role: roleKubelet}, {pid: child.Process.Pid, role: roleKubelet}}
+	if got := withoutForkedChildren(procs); len(got) != 1 || got[0].pid != self {
+		t.Errorf("withoutForkedChildren = %+v, want only pid %d", got, self)
+	}
+	if got := withoutForkedChildren(procs[1:]); len(got) != 1 {
+		t.Errorf("a process whose parent is not listed was left out: %+v", got)
+	}
+	if len(procs) != 2 {
+		t.Errorf("the argument was changed: %+v", procs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,6 +171,40 @@ func clusterProcs(stateDir string, roles ...string) []proc {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out
+}
+
+// withoutForkedChildren leaves out the processes whose parent is among
+// procs: a child the kubelet forked to run a command (mount, for a pod's
+// volumes) has the kubelet's command line until it calls exec, and a scrape
+// in that moment would find two kubelets (seen once in a bench storm).
+func withoutForkedChildren(procs []proc) []proc {
+	pids := map[int]bool{}
+	for _, pr := range procs {
+		pids[pr.pid] = true
+	}
+	return slices.DeleteFunc(slices.Clone(procs), func(pr proc) bool { return pids[parentPID(pr.pid)] })
+}
+
+// parentPID returns the parent of pid from /proc/<pid>/stat, 0 when unknown.
+func parentPID(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the ")" that ends the command name: " <state> <ppid> ...".
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		return 0
+	}
+	return ppid
 }
 
 // mentions tells whether any argument names dir or a path below it.
