@@ -66,8 +66,8 @@ type Config struct {
 	// the kubelet's default, 1m, as on a real node.
 	KubeletSyncFrequency time.Duration
 	// KubeletDriverPolicy is the fork's DRA driver failure policy file, given to the kubelet
-	// as DRA_FAILFAST_DRIVER_POLICY (the kubelet re-reads it when it changes). Empty: none,
-	// and the variable is never passed on from the caller's environment.
+	// as DRA_FAILFAST_DRIVER_POLICY (the kubelet takes a new version a second after it last
+	// changed). Empty: none, and the variable is never passed on from the caller's environment.
 	KubeletDriverPolicy string
 	// KubeletAPIQPS is the kubelet's kubeAPIQPS, its kubeAPIBurst twice that. Zero: the
 	// kubelet's defaults (50 and 100), as on a real node. Every request the kubelet makes for

@@ -18,9 +18,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
@@ -116,10 +118,22 @@ func statusPatchesOfScenario(t *testing.T, ns string) map[string][]string {
 	if i := slices.IndexFunc(pod.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == failfastdra.PodConditionType }); i < 0 || pod.Status.Conditions[i].Status != v1.ConditionFalse {
 		t.Errorf("pod foreign: the condition another client wrote is gone or changed: %+v", pod.Status.Conditions)
 	}
-	time.Sleep(2 * time.Second) // the last patches reach the audit log
-	raw, err := cluster.StatusPatches(ns)
+	// The last patches (a terminated pod's resources, for one) come a few
+	// seconds after the last phase change: wait until none came for 5 s.
+	var raw []localcluster.StatusPatch
+	stableSince := time.Now()
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		now, err := cluster.StatusPatches(ns)
+		if err != nil {
+			return false, err
+		}
+		if len(now) != len(raw) {
+			raw, stableSince = now, time.Now()
+		}
+		return time.Since(stableSince) >= 5*time.Second, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("status patches of %s: %v", ns, err)
 	}
 	out := map[string][]string{}
 	for _, p := range raw {

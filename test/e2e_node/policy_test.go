@@ -6,6 +6,8 @@
 package e2enode
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -27,7 +32,8 @@ import (
 // driverPolicyFile is the kubelet's DRA driver failure policy
 // (DRA_FAILFAST_DRIVER_POLICY). It starts empty (every driver honored, no
 // budget); tests add a rule for a driver of their own and remove it when
-// they end. The kubelet re-reads the file when it changes.
+// they end. The kubelet takes a new version of the file once it has stayed
+// the same for a second (setDriverRule waits for that).
 var (
 	driverPolicyFile string
 	driverPolicyMu   sync.Mutex
@@ -75,16 +81,49 @@ func setDriverRule(t *testing.T, driver string, rule failfastdra.DriverRule) {
 		change(policy)
 		return writeDriverPolicy(driverPolicyFile, policy)
 	}
+	logSize := kubeletLogSize(t)
 	if err := edit(func(p *failfastdra.DriverFailurePolicy) {
 		p.Drivers = append(p.Drivers, failfastdra.DriverPolicyEntry{Driver: driver, DriverRule: rule})
 	}); err != nil {
 		t.Fatalf("policy for %s: %v", driver, err)
 	}
+	waitForPolicyInEffect(t, logSize, driver+": "+rule.String())
 	t.Cleanup(func() {
 		if err := edit(func(*failfastdra.DriverFailurePolicy) {}); err != nil {
 			t.Errorf("removing the policy of %s: %v", driver, err)
 		}
 	})
+}
+
+func kubeletLogSize(t *testing.T) int64 {
+	t.Helper()
+	info, err := os.Stat(filepath.Join(cluster.LogDir(), "kubelet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+// waitForPolicyInEffect waits until the kubelet logged, after offset in its
+// log, that it took a version of the policy file that says rule: it takes a
+// new version once the file stayed the same for a second.
+func waitForPolicyInEffect(t *testing.T, offset int64, rule string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		data, err := os.ReadFile(filepath.Join(cluster.LogDir(), "kubelet.log"))
+		if err != nil || int64(len(data)) < offset {
+			return false, err
+		}
+		for line := range strings.Lines(string(data[offset:])) {
+			if strings.Contains(line, `"DRA driver failure policy changed"`) && strings.Contains(line, rule) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the kubelet did not take the policy with %q: %v", rule, err)
+	}
 }
 
 func outcomes(t *testing.T, driver, outcome string) float64 {
@@ -158,6 +197,41 @@ func TestPolicyRetryBudget(t *testing.T) {
 			t.Errorf("job created %d pods, want 1", n)
 		}
 	})
+	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// Issue 34, item 6: every update of a pod syncs it again, and each sync calls
+// the driver; a retry budget counts at most one attempt per 10 s
+// (budgetAttemptSpacing). A controller that annotates a Pending pod 10 times
+// in 10 s makes the kubelet call the driver about as often, and uses no more
+// of a budget of 3 attempts than the pod's own retries would: the pod is not
+// Failed.
+func TestPolicyRetryBudgetIgnoresSyncTriggers(t *testing.T) {
+	t.Parallel()
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "annotated.dra-failfast.test", Devices: 2})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PrepareTransient, Message: "device stuck in reset"}))
+	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+	first := waitForCalls(t, d, ns, "app", 1, time.Minute)
+	start := time.Now()
+	for i := range 10 {
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"example.com/touched":"%d"}}}`, i)
+		if _, err := client.CoreV1().Pods(ns).Patch(t.Context(), "app", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	_, stats := statsOf(t, d, ns, "app", "")
+	calls := stats.PrepareCalls - first.PrepareCalls
+	t.Logf("%d prepare calls in the %.0fs of 10 annotations", calls, time.Since(start).Seconds())
+	if calls < 4 {
+		t.Errorf("%d prepare calls while the pod was annotated 10 times: the annotations did not sync the pod, the test shows nothing", calls)
+	}
+	expectNotFailed(t, ns, "app", 2*time.Second)
+	if n := outcomes(t, d.Name(), failfastdra.PolicyBudgetRetry); n > 2 {
+		t.Errorf("%s{outcome=%s} = %v after about 11 s of attempts, want <= 2 (one per 10 s)", policyOutcomesMetric, failfastdra.PolicyBudgetRetry, n)
+	}
 	deleteAndCheckNoLeaks(t, ns, d)
 }
 
@@ -241,5 +315,51 @@ func TestPolicyRetryBudgetNeverFailsRunningPod(t *testing.T) {
 	waitFor(t, ns, "app", resyncWait+time.Minute, "Running again", func(p *v1.Pod) bool {
 		return podRunning(p) && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Ready
 	})
+	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// Issue 34, item 2: an operator's non-atomic edit (rm, then cp) leaves a
+// moment without the policy file. A prepare forced into that moment keeps
+// the policy in effect (Ignore): the driver's wrong Permanent answer does not
+// fail the pod, and the missing file is counted. Not parallel: it holds the
+// node's policy file away from every other test.
+func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
+	d := startDriver(t, e2eframework.DriverOptions{DriverName: "gap.dra-failfast.test", Devices: 2})
+	setDriverRule(t, d.Name(), failfastdra.DriverRule{Permanent: failfastdra.PermanentIgnore})
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "claim", d, behavior(testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "the driver says Permanent, wrongly"}))
+
+	driverPolicyMu.Lock()
+	data, err := os.ReadFile(driverPolicyFile)
+	if err != nil {
+		driverPolicyMu.Unlock()
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		defer driverPolicyMu.Unlock()
+		if err := os.WriteFile(driverPolicyFile, data, 0o644); err != nil { // the "cp" of the edit
+			t.Errorf("restoring the policy file: %v", err)
+		}
+	}
+	t.Cleanup(restore)
+	failuresBefore, _ := e2eframework.KubeletMetric(t.Context(), cluster, "kubelet_dra_driver_policy_reload_failures_total", nil)
+	if err := os.Remove(driverPolicyFile); err != nil { // the "rm"
+		t.Fatal(err)
+	}
+	createPodWith(t, ns, "app", v1.RestartPolicyNever, "claim")
+	waitForCalls(t, d, ns, "app", 1, time.Minute) // the prepare in the gap
+	expectNotFailed(t, ns, "app", 3*time.Second)
+	if n := outcomes(t, d.Name(), failfastdra.PolicyIgnored); n < 1 {
+		t.Errorf("%s{outcome=%s} = %v: the prepare in the gap did not keep Ignore", policyOutcomesMetric, failfastdra.PolicyIgnored, n)
+	}
+	if failures := kubeletMetric(t, "kubelet_dra_driver_policy_reload_failures_total", nil); failures <= failuresBefore {
+		t.Errorf("the missing policy file was not counted: reload failures %v, %v before", failures, failuresBefore)
+	}
+	restore()
 	deleteAndCheckNoLeaks(t, ns, d)
 }

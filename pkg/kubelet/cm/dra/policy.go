@@ -6,16 +6,20 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -169,21 +173,32 @@ func (r DriverRule) validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
-// RuleFor returns the rule for driver: its entry, else the default.
+// RuleFor returns the rule for driver: its entry, each field it leaves
+// unset taken from the default (an entry that only sets a retry budget keeps
+// a fleet-wide "permanent: Ignore"), else the default. An entry cannot unset
+// a default retry budget: give budgets per driver instead.
 func (p *DriverFailurePolicy) RuleFor(driver string) DriverRule {
 	for _, entry := range p.Drivers {
 		if entry.Driver == driver {
-			return entry.DriverRule
+			rule := entry.DriverRule
+			if rule.Permanent == "" {
+				rule.Permanent = p.Default.Permanent
+			}
+			if rule.RetryBudget == nil {
+				rule.RetryBudget = p.Default.RetryBudget
+			}
+			return rule
 		}
 	}
 	return p.Default
 }
 
-// String is the policy in one line, for the kubelet's log and tools.
+// String is the policy in one line, for the kubelet's log and tools: each
+// driver's rule as in effect, defaults included.
 func (p *DriverFailurePolicy) String() string {
 	parts := []string{"default: " + p.Default.String()}
 	for _, entry := range p.Drivers {
-		parts = append(parts, entry.Driver+": "+entry.DriverRule.String())
+		parts = append(parts, entry.Driver+": "+p.RuleFor(entry.Driver).String())
 	}
 	return strings.Join(parts, "; ")
 }
@@ -221,10 +236,11 @@ func (b *RetryBudget) exhausted(attempts int, since time.Duration) bool {
 }
 
 // LoadDriverPolicy reads and checks the node's policy when the kubelet
-// starts (the DRA manager is created), and logs the policy in effect. An
-// invalid policy, or a DriverPolicyEnv file that cannot be read, is an error:
-// the kubelet refuses to start, as it does on an invalid configuration. With
-// the feature gate off it reads nothing.
+// starts (the DRA manager is created), logs the policy in effect, and starts
+// watching the file (policySource). An invalid policy, or a DriverPolicyEnv
+// file that cannot be read, is an error: the kubelet refuses to start, as it
+// does on an invalid configuration. With the feature gate off it reads
+// nothing.
 func LoadDriverPolicy(logger klog.Logger) error {
 	if !Enabled() {
 		return nil
@@ -236,8 +252,21 @@ func LoadDriverPolicy(logger klog.Logger) error {
 	}
 	nodePolicy.set(path, explicit, policy, stamp)
 	logger.Info("DRA driver failure policy in effect", "path", path, "fromFile", stamp.exists, "policy", policy.String())
+	if policyPollInterval > 0 {
+		pollPolicyOnce.Do(func() {
+			go wait.Until(func() { nodePolicy.refresh(logger, time.Now()) }, policyPollInterval, wait.NeverStop)
+		})
+	}
 	return nil
 }
+
+// policyPollInterval is how often the kubelet looks at the policy file (one
+// stat, nothing read unless it changed); 0 in this package's unit tests,
+// which call refresh themselves.
+var (
+	policyPollInterval = time.Second
+	pollPolicyOnce     sync.Once
+)
 
 // ReadDriverPolicy reads the node's policy as the kubelet does: the file
 // named by DriverPolicyEnv, else DefaultDriverPolicyPath when it exists, else
@@ -262,13 +291,31 @@ func driverPolicyPath() (string, bool) {
 	return DefaultDriverPolicyPath, false
 }
 
-// fileStamp tells whether the policy file changed since it was read.
+// MaxDriverPolicySize bounds the policy file: a larger file is refused
+// without being read (a policy of a few hundred drivers is a few KiB).
+const MaxDriverPolicySize = 1 << 20
+
+// fileStamp identifies one version of the policy file: a rename gives a new
+// inode, a write in place a new size, mtime or ctime.
 type fileStamp struct {
 	exists  bool
-	modTime time.Time
+	regular bool
 	size    int64
+	modTime time.Time
+	ctime   syscall.Timespec
+	inode   uint64
 }
 
+func stampOf(info fs.FileInfo) fileStamp {
+	stamp := fileStamp{exists: true, regular: info.Mode().IsRegular(), size: info.Size(), modTime: info.ModTime()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		stamp.ctime, stamp.inode = st.Ctim, st.Ino
+	}
+	return stamp
+}
+
+// statPolicy stats the file (following symlinks, as in a ConfigMap volume);
+// a missing file is a stamp that does not exist, not an error.
 func statPolicy(path string) (fileStamp, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -277,11 +324,24 @@ func statPolicy(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, err
 	}
-	return fileStamp{exists: true, modTime: info.ModTime(), size: info.Size()}, nil
+	return stampOf(info), nil
+}
+
+// usable says why a version of the file cannot be read, nil when it can.
+func (s fileStamp) usable() error {
+	switch {
+	case !s.regular:
+		return errors.New("not a regular file")
+	case s.size > MaxDriverPolicySize:
+		return fmt.Errorf("%d bytes, larger than the limit of %d", s.size, MaxDriverPolicySize)
+	}
+	return nil
 }
 
 // readDriverPolicy reads the policy file; a missing file is the default
-// policy unless the file was named explicitly.
+// policy unless the file was named explicitly. It never blocks on a FIFO nor
+// reads more than MaxDriverPolicySize bytes, and the stamp returned is the
+// one of the version it read.
 func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileStamp, error) {
 	stamp, err := statPolicy(path)
 	if err != nil {
@@ -293,27 +353,69 @@ func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileSta
 		}
 		return &DriverFailurePolicy{}, stamp, nil
 	}
-	data, err := os.ReadFile(path)
+	if err := stamp.usable(); err != nil {
+		return nil, stamp, err
+	}
+	// O_NONBLOCK: the path may have become a FIFO since the stat.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, stamp, err
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, stamp, err
+	}
+	if stamp = stampOf(info); stamp.usable() != nil {
+		return nil, stamp, stamp.usable()
+	}
+	policyFileReads.Add(1)
+	data, err := io.ReadAll(io.LimitReader(f, MaxDriverPolicySize+1))
+	if err != nil {
+		return nil, stamp, err
+	}
+	if int64(len(data)) != stamp.size {
+		return nil, stamp, fmt.Errorf("changed while read (%d bytes, %d before)", len(data), stamp.size)
 	}
 	policy, err := ParseDriverPolicy(data)
 	return policy, stamp, err
 }
 
-// policySource is the node's policy, re-read when its file changes: an
-// operator can switch a misbehaving driver to Ignore without restarting the
-// kubelet. A changed file that is invalid is logged and counted, and the
-// policy in effect stays: bad input never changes what happens to pods.
+// policyFileReads counts the reads of a policy file's content (the tests
+// check that a version is read once, and an unusable file never).
+var policyFileReads atomic.Int64
+
+// policySettle is how long a new version of the policy file must stay the
+// same (same stamp at two looks that far apart) before it is read: a file
+// rewritten in place (truncate, then write) shows a prefix in between, and a
+// prefix can be a valid policy that says something else.
+const policySettle = time.Second
+
+// policySource is the node's policy. Prepares take the policy in effect
+// without a lock and without touching the file (policy); one goroutine looks
+// at the file once a second (refresh) and reads a new version once it has
+// settled, once: an operator can switch a misbehaving driver to Ignore
+// without restarting the kubelet. Whatever happens to the file after a
+// policy was loaded from it (removed, replaced by a directory, a FIFO, a file
+// over MaxDriverPolicySize, invalid content, a version still being written)
+// keeps the policy in effect, logged and counted once per version: bad input
+// never changes what happens to pods. To go back to the default policy,
+// write a policy without rules, or remove the file and restart the kubelet.
 type policySource struct {
-	mu       sync.Mutex
-	loaded   bool
+	current atomic.Pointer[DriverFailurePolicy]
+
+	mu       sync.Mutex // serializes set and refresh
 	path     string
 	explicit bool
-	policy   *DriverFailurePolicy
-	stamp    fileStamp
-	// rejected is the version of the file last found unusable (logged and
-	// counted once), nil when the policy in effect is the file's.
+	// stamp is the version of the file in effect; a stamp that does not
+	// exist when the policy is the default one for a missing file.
+	stamp fileStamp
+	// seen and seenAt: a version not in effect yet, and when refresh first
+	// saw it, waiting to settle.
+	seen   *fileStamp
+	seenAt time.Time
+	// rejected is the version last found unusable (logged and counted
+	// once), nil when the file is the version in effect.
 	rejected *fileStamp
 }
 
@@ -322,35 +424,75 @@ var nodePolicy policySource
 func (s *policySource) set(path string, explicit bool, policy *DriverFailurePolicy, stamp fileStamp) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.loaded, s.path, s.explicit, s.policy, s.stamp, s.rejected = true, path, explicit, policy, stamp, nil
+	s.path, s.explicit, s.stamp, s.seen, s.rejected = path, explicit, stamp, nil, nil
+	s.current.Store(policy)
 }
 
-// current returns the policy in effect, re-reading the file if it changed.
-func (s *policySource) current(logger klog.Logger) *DriverFailurePolicy {
+// policy returns the policy in effect: the default one until LoadDriverPolicy
+// ran (as in tests of the kubelet's packages, which read no file).
+func (s *policySource) policy() *DriverFailurePolicy {
+	if p := s.current.Load(); p != nil {
+		return p
+	}
+	return &DriverFailurePolicy{}
+}
+
+// refresh looks at the policy file once, at time now.
+func (s *policySource) refresh(logger klog.Logger, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.loaded {
-		// Not loaded at start (LoadDriverPolicy was not called, as in tests of
-		// the kubelet's packages): start from the default policy, then read.
-		s.loaded, s.policy = true, &DriverFailurePolicy{}
-		s.path, s.explicit = driverPolicyPath()
+	if s.path == "" {
+		return
 	}
 	stamp, err := statPolicy(s.path)
-	if err == nil && stamp == s.stamp {
-		return s.policy
-	}
-	policy, stamp, err := readDriverPolicy(s.path, s.explicit)
-	if err != nil {
-		if s.rejected == nil || *s.rejected != stamp {
-			s.rejected = &stamp
-			policyReloadFailures.Inc()
-			logger.Error(err, "DRA driver failure policy changed but cannot be used: keeping the policy in effect", "path", s.path, "policy", s.policy.String())
+	switch {
+	case err != nil:
+		s.reject(logger, stamp, err)
+		return
+	case stamp == s.stamp:
+		s.seen, s.rejected = nil, nil
+		return
+	case !stamp.exists:
+		// Removed (or between the rm and the cp of an edit): a policy read
+		// from a file stays, as does the error for a named file.
+		s.seen = nil
+		if s.stamp.exists || s.explicit {
+			s.reject(logger, stamp, errors.New("the file is gone"))
 		}
-		return s.policy
+		return
 	}
-	s.policy, s.stamp, s.rejected = policy, stamp, nil
+	if s.rejected != nil && *s.rejected == stamp {
+		return // this version was read and refused already
+	}
+	if s.seen == nil || *s.seen != stamp {
+		s.seen, s.seenAt = &stamp, now
+		return
+	}
+	if now.Sub(s.seenAt) < policySettle {
+		return
+	}
+	s.seen = nil
+	policy, read, err := readDriverPolicy(s.path, s.explicit)
+	if err != nil {
+		s.reject(logger, read, err)
+		return
+	}
+	if read != stamp {
+		return // changed again while read: wait for it to settle
+	}
+	s.stamp, s.rejected = read, nil
+	s.current.Store(policy)
 	logger.Info("DRA driver failure policy changed", "path", s.path, "policy", policy.String())
-	return policy
+}
+
+// reject logs and counts a version of the file that cannot be used, once.
+func (s *policySource) reject(logger klog.Logger, stamp fileStamp, err error) {
+	if s.rejected != nil && *s.rejected == stamp {
+		return
+	}
+	s.rejected = &stamp
+	policyReloadFailures.Inc()
+	logger.Error(err, "DRA driver failure policy changed but cannot be used: keeping the policy in effect", "path", s.path, "policy", s.policy().String())
 }
 
 // budgetKey is one pod's failures with one driver.
@@ -361,10 +503,19 @@ type budgetKey struct {
 
 // budgetCount is what the kubelet remembers of a pod's failed attempts with
 // a driver: in memory only, so a kubelet restart starts every count again.
+// last is the last attempt counted.
 type budgetCount struct {
 	attempts    int
 	first, last time.Time
 }
+
+// budgetAttemptSpacing: failed attempts closer together than this count as
+// one. The kubelet retries a failed pod sync 10 s after it ended at the
+// soonest (its pod worker's back-off), but any update of the pod (a label,
+// an annotation, a spec change) syncs it again at once, and each sync calls
+// the driver: a controller that annotates Pending pods would otherwise use up
+// "attempts: 3" in seconds.
+const budgetAttemptSpacing = 10 * time.Second
 
 // budgetCounts holds the counts of every pod with a retry budget running.
 // An entry ends when the driver prepares the pod's claims, when the budget
@@ -384,8 +535,10 @@ var retryBudgets = budgetCounts{counts: map[budgetKey]*budgetCount{}}
 // budgetClock is the clock of the retry budgets (tests replace it).
 var budgetClock = time.Now
 
-// failed counts a failed attempt and returns the count so far.
-func (b *budgetCounts) failed(key budgetKey) budgetCount {
+// failed counts a failed attempt, unless the last one counted was less than
+// budgetAttemptSpacing ago, and returns the count so far, when this attempt
+// was made and whether it counted.
+func (b *budgetCounts) failed(key budgetKey) (count budgetCount, now time.Time, counted bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := budgetClock()
@@ -402,9 +555,11 @@ func (b *budgetCounts) failed(key budgetKey) budgetCount {
 		c = &budgetCount{first: t}
 		b.counts[key] = c
 	}
-	c.attempts++
-	c.last = t
-	return *c
+	if counted = c.attempts == 0 || t.Sub(c.last) >= budgetAttemptSpacing; counted {
+		c.attempts++
+		c.last = t
+	}
+	return *c, t, counted
 }
 
 func (b *budgetCounts) forget(key budgetKey) {
@@ -473,12 +628,14 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 		countIgnored()
 		return
 	}
-	count := retryBudgets.failed(key)
-	elapsed := count.last.Sub(count.first)
+	count, now, counted := retryBudgets.failed(key)
+	elapsed := now.Sub(count.first)
 	if !rule.RetryBudget.exhausted(count.attempts, elapsed) {
 		countIgnored()
-		policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetRetry).Inc()
-		logger.V(4).Info("DRA driver failed; attempt counted against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "budget", rule.RetryBudget.String())
+		if counted {
+			policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetRetry).Inc()
+		}
+		logger.V(4).Info("DRA driver failed; attempt checked against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "counted", counted, "budget", rule.RetryBudget.String())
 		return
 	}
 	retryBudgets.forget(key)

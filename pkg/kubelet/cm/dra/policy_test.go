@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,9 @@ func usePolicy(t *testing.T, content string) (path string, advance func(time.Dur
 	}
 	t.Setenv(DriverPolicyEnv, path)
 	nodePolicy.reset()
+	if policy, stamp, err := readDriverPolicy(path, true); err == nil {
+		nodePolicy.set(path, true, policy, stamp) // as LoadDriverPolicy, gate or not
+	}
 	retryBudgets.reset()
 	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	budgetClock = func() time.Time { return clock }
@@ -169,14 +173,10 @@ func TestPolicyPermanent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, _ := usePolicy(t, tc.policy)
-			if tc.policy == "" {
-				t.Setenv(DriverPolicyEnv, "")
-				nodePolicy.reset()
-				if _, explicit := driverPolicyPath(); explicit || fileExists(DefaultDriverPolicyPath) {
-					t.Skipf("%s exists on this machine", DefaultDriverPolicyPath)
+			if tc.policy != "" {
+				if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
+					t.Fatalf("LoadDriverPolicy(%s): %v", path, err)
 				}
-			} else if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
-				t.Fatalf("LoadDriverPolicy(%s): %v", path, err)
 			}
 			downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
 			beforeDowngrades, _ := testutil.GetCounterMetricValue(downgrades)
@@ -203,12 +203,13 @@ func fileExists(path string) bool {
 
 func TestRetryBudgetAttempts(t *testing.T) {
 	enableFeature(t, true)
-	usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n")
+	_, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n")
 	before := outcomeCount(t, PolicyBudgetExhausted)
 	for i := 1; i <= 2; i++ {
 		if err := attempt(t, "pod", transientAnswer); err == nil || IsPermanent(err) {
 			t.Fatalf("attempt %d: %v, want a transient error", i, err)
 		}
+		advance(budgetAttemptSpacing)
 	}
 	// Calls that failed as a whole do not count.
 	if err := attempt(t, "pod", nil); IsPermanent(err) {
@@ -226,7 +227,7 @@ func TestRetryBudgetAttempts(t *testing.T) {
 	if !errors.As(err, &claim) || claim.Budget == "" {
 		t.Fatalf("errors.As(*PermanentError) = %+v", claim)
 	}
-	want := "driver d.example.com kept failing, retry budget exhausted (3 failed attempts in 0s, budget 3 attempts): device busy"
+	want := "driver d.example.com kept failing, retry budget exhausted (3 failed attempts in 20s, budget 3 attempts): device busy"
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
@@ -248,9 +249,11 @@ func TestRetryBudgetDuration(t *testing.T) {
 	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("attempt before the budget's time: %v", err)
 	}
+	// One second later: not counted as an attempt (budgetAttemptSpacing),
+	// but the time is up.
 	advance(time.Second)
 	err := attempt(t, "pod", transientAnswer)
-	if !IsPermanent(err) || !strings.Contains(err.Error(), "3 failed attempts in 2m0s, budget 2m0s") {
+	if !IsPermanent(err) || !strings.Contains(err.Error(), "2 failed attempts in 2m0s, budget 2m0s") {
 		t.Fatalf("attempt at the budget's time: %v, want permanent, naming what was spent", err)
 	}
 }
@@ -261,7 +264,7 @@ func TestRetryBudgetDuration(t *testing.T) {
 // counted as a downgrade.
 func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	enableFeature(t, true)
-	usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
+	_, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
 	downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
 	before, _ := testutil.GetCounterMetricValue(downgrades)
 	ignored := policyOutcomes.WithLabelValues("d.example.com", PolicyIgnored)
@@ -271,8 +274,9 @@ func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	if err := attempt(t, "pod", permanentAnswer); err == nil || IsPermanent(err) {
 		t.Fatalf("first ignored Permanent answer: %v, want a transient error", err)
 	}
+	advance(budgetAttemptSpacing)
 	err := attempt(t, "pod", permanentAnswer)
-	if !IsPermanent(err) || !strings.Contains(err.Error(), "retry budget exhausted (2 failed attempts in 0s, budget 2 attempts): device on fire") {
+	if !IsPermanent(err) || !strings.Contains(err.Error(), "retry budget exhausted (2 failed attempts in 10s, budget 2 attempts): device on fire") {
 		t.Fatalf("second ignored Permanent answer: %v, want permanent, the budget exhausted", err)
 	}
 	after, _ := testutil.GetCounterMetricValue(downgrades)
@@ -284,6 +288,56 @@ func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	exhaustedAfter, _ := testutil.GetCounterMetricValue(exhausted)
 	if ignoredAfter-ignoredBefore != 1 || exhaustedAfter-exhaustedBefore != 1 {
 		t.Errorf("policy outcomes grew by ignored %v, budget_exhausted %v; want 1 and 1", ignoredAfter-ignoredBefore, exhaustedAfter-exhaustedBefore)
+	}
+}
+
+// TestRetryBudgetCountsOncePerSpacing: a pod synced again and again (a
+// controller annotating it every second) calls the driver each time, but
+// attempts closer together than budgetAttemptSpacing count once.
+func TestRetryBudgetCountsOncePerSpacing(t *testing.T) {
+	enableFeature(t, true)
+	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 3}}\n")
+	retries := policyOutcomes.WithLabelValues("d.example.com", PolicyBudgetRetry)
+	before, _ := testutil.GetCounterMetricValue(retries)
+	for i := range 10 {
+		if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+			t.Fatalf("attempt %d, %ds after the first: %v", i+1, i, err)
+		}
+		advance(time.Second)
+	}
+	if after, _ := testutil.GetCounterMetricValue(retries); after-before != 1 {
+		t.Errorf("budget_retry grew by %v over 10 attempts in 10s, want 1", after-before)
+	}
+	// 10s after the first: the second attempt; 20s: the third, exhausted.
+	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+		t.Fatalf("second counted attempt: %v", err)
+	}
+	advance(budgetAttemptSpacing)
+	if err := attempt(t, "pod", transientAnswer); !IsPermanent(err) || !strings.Contains(err.Error(), "3 failed attempts in 20s") {
+		t.Fatalf("third counted attempt: %v, want permanent after 3 attempts in 20s", err)
+	}
+}
+
+// TestPolicyEntryInheritsDefault: a driver's entry takes the fields it does
+// not set from the default.
+func TestPolicyEntryInheritsDefault(t *testing.T) {
+	enableFeature(t, true)
+	usePolicy(t, policyHeader+"default: {permanent: Ignore, retryBudget: {attempts: 5}}\ndrivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n- driver: h.example.com\n  permanent: Honor\n")
+	if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
+		t.Errorf("an entry with only a retry budget did not keep the default's Ignore: %v", err)
+	}
+	policy := nodePolicy.policy()
+	for driver, want := range map[string]string{
+		"d.example.com": "Ignore, retry budget 3 attempts",
+		"h.example.com": "Honor, retry budget 5 attempts",
+		"x.example.com": "Ignore, retry budget 5 attempts",
+	} {
+		if got := policy.RuleFor(driver).String(); got != want {
+			t.Errorf("RuleFor(%s) = %q, want %q", driver, got, want)
+		}
+	}
+	if got, want := policy.String(), "default: Ignore, retry budget 5 attempts; d.example.com: Ignore, retry budget 3 attempts; h.example.com: Honor, retry budget 5 attempts"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
 
@@ -325,44 +379,145 @@ func TestRetryBudgetNeverFailsStartedPod(t *testing.T) {
 	}
 }
 
-func TestPolicyReload(t *testing.T) {
+// TestPolicyFile: what the kubelet does with each change to the policy file
+// after it loaded a policy, one refresh (one look at the file) at a time, on
+// the path named by DriverPolicyEnv and on the default path: a new version is
+// taken only once it stayed the same for policySettle, and read once; a
+// version that cannot be used (removed, invalid, a FIFO, a directory, over
+// MaxDriverPolicySize) keeps the policy in effect and is counted once,
+// without being read when its stat says enough.
+func TestPolicyFile(t *testing.T) {
 	enableFeature(t, true)
-	path, _ := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Honor\n")
-	if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
-		t.Fatal(err)
-	}
-	if err := attempt(t, "pod", permanentAnswer); !IsPermanent(err) {
-		t.Fatalf("honored: %v", err)
-	}
-	// The kill switch, without a kubelet restart.
-	writePolicy(t, path, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n")
-	if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
-		t.Fatalf("after switching to Ignore: %v", err)
-	}
-	// A broken edit keeps the policy in effect and is counted once.
-	before, _ := testutil.GetCounterMetricValue(policyReloadFailures)
-	writePolicy(t, path, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Maybe\n")
-	for range 2 {
-		if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
-			t.Fatalf("after an invalid edit: %v, want Ignore still in effect", err)
-		}
-	}
-	after, _ := testutil.GetCounterMetricValue(policyReloadFailures)
-	if after-before != 1 {
-		t.Errorf("reload failures grew by %v, want 1", after-before)
-	}
-	// The file named by the environment removed: still the policy in
-	// effect, and the removal is counted once.
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
-			t.Fatalf("after the file was removed: %v, want Ignore still in effect", err)
-		}
-	}
-	if removed, _ := testutil.GetCounterMetricValue(policyReloadFailures); removed-after != 1 {
-		t.Errorf("reload failures grew by %v after the removal, want 1", removed-after)
+	const (
+		honor  = policyHeader + "drivers:\n- driver: d.example.com\n  permanent: Honor\n"
+		ignore = policyHeader + "drivers:\n- driver: d.example.com\n  permanent: Ignore\n"
+	)
+	logger := ktesting.NewLogger(t, ktesting.DefaultConfig)
+	for _, explicit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "named by " + DriverPolicyEnv, false: "default path"}[explicit], func(t *testing.T) {
+			path, _ := usePolicy(t, honor)
+			if !explicit {
+				// The default path, with no file when the kubelet started.
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				nodePolicy.set(path, false, &DriverFailurePolicy{}, fileStamp{})
+			}
+			now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			look := func(d time.Duration) { now = now.Add(d); nodePolicy.refresh(logger, now) }
+			want := func(step string, ignored bool) {
+				t.Helper()
+				if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) == ignored {
+					t.Fatalf("%s: Permanent answer taken as permanent: %v, want %v", step, IsPermanent(err), !ignored)
+				}
+			}
+			counted := func(step string, wantFailures, wantReads int64, do func()) {
+				t.Helper()
+				failures, _ := testutil.GetCounterMetricValue(policyReloadFailures)
+				reads := policyFileReads.Load()
+				do()
+				gotFailures, _ := testutil.GetCounterMetricValue(policyReloadFailures)
+				if int64(gotFailures-failures) != wantFailures || policyFileReads.Load()-reads != wantReads {
+					t.Errorf("%s: %v reload failures counted, %d reads; want %d and %d", step, gotFailures-failures, policyFileReads.Load()-reads, wantFailures, wantReads)
+				}
+			}
+			if !explicit {
+				counted("no file, still none", 0, 0, func() { look(time.Second); look(time.Second) })
+				want("no file: the default policy", false)
+				writePolicy(t, path, honor)
+				counted("a file appears", 0, 1, func() { look(time.Second); look(time.Second) })
+				want("the file's Honor", false)
+			}
+
+			// The kill switch, without a kubelet restart: taken once settled.
+			writePolicy(t, path, ignore)
+			counted("Ignore written", 0, 0, func() { look(time.Second) })
+			want("Ignore seen once, not settled", false)
+			counted("Ignore settled", 0, 1, func() { look(time.Second); look(time.Second) })
+			want("Ignore in effect", true)
+
+			// A non-atomic edit: rm, then a write in place that shows a
+			// valid prefix (Honor for every driver) before the whole file.
+			counted("rm", 1, 0, func() {
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				look(time.Second)
+				look(time.Second)
+			})
+			want("file gone", true)
+			counted("prefix, then the whole file within a second", 0, 1, func() {
+				if err := os.WriteFile(path, []byte(policyHeader), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				look(time.Second)
+				look(policySettle / 2)
+				want("a prefix seen twice within a second", true)
+				f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteString("drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 5}\n"); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// The stamp moved: seen again, settled a second later.
+				look(500 * time.Millisecond)
+				look(time.Second)
+				look(time.Second)
+			})
+			if got := nodePolicy.policy().RuleFor("d.example.com").String(); got != "Ignore, retry budget 5 attempts" {
+				t.Errorf("after the edit the rule is %q, want the whole file's", got)
+			}
+
+			// Versions that cannot be used: counted once each, the policy
+			// in effect kept; only the invalid one is read, once.
+			for _, bad := range []struct {
+				name  string
+				reads int64
+				make  func() error
+			}{
+				{"invalid", 1, func() error {
+					return os.WriteFile(path+".new", []byte(policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Maybe\n"), 0o600)
+				}},
+				{"FIFO", 0, func() error { return syscall.Mkfifo(path+".new", 0o600) }},
+				{"directory", 0, func() error { return os.Mkdir(path+".new", 0o700) }},
+				{"64 MiB", 0, func() error {
+					f, err := os.Create(path + ".new")
+					if err != nil {
+						return err
+					}
+					defer func() { _ = f.Close() }()
+					return f.Truncate(64 << 20)
+				}},
+			} {
+				counted(bad.name, 1, bad.reads, func() {
+					if err := os.RemoveAll(path); err != nil {
+						t.Fatal(err)
+					}
+					if err := bad.make(); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(path+".new", path); err != nil {
+						t.Fatal(err)
+					}
+					for range 4 {
+						look(time.Second)
+					}
+				})
+				want(bad.name, true)
+			}
+			if err := os.RemoveAll(path); err != nil {
+				t.Fatal(err)
+			}
+
+			// Back to the default on purpose: a policy without rules.
+			writePolicy(t, path, policyHeader)
+			counted("a policy without rules", 0, 1, func() { look(time.Second); look(time.Second) })
+			want("no rules: the default policy", false)
+		})
 	}
 }
 
@@ -426,7 +581,8 @@ func TestPolicyDecision(t *testing.T) {
 func (s *policySource) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.loaded, s.path, s.explicit, s.policy, s.stamp, s.rejected = false, "", false, nil, fileStamp{}, nil
+	s.path, s.explicit, s.stamp, s.seen, s.rejected = "", false, fileStamp{}, nil, nil
+	s.current.Store(nil)
 }
 
 func (b *budgetCounts) reset() {

@@ -50,7 +50,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	}
 	result := Classify(driver, sent, resp, callErr)
 	logger := klog.FromContext(ctx)
-	applyPolicy(logger, nodePolicy.current(logger), string(f.pod.UID), &result)
+	applyPolicy(logger, nodePolicy.policy(), string(f.pod.UID), &result)
 	for _, claim := range result.Claims {
 		if claim.Downgraded == "" {
 			continue
