@@ -52,19 +52,10 @@ func KubeletMetrics(ctx context.Context, c *localcluster.Cluster) ([]byte, error
 // # TYPE line and no sample (a vector nobody observed yet) is not exposed.
 func MetricShapes(text []byte, nameContains string) (map[string][]string, error) {
 	shapes := map[string][]string{}
-	scanner := bufio.NewScanner(bytes.NewReader(text))
-	scanner.Buffer(make([]byte, 0, 64*1024), 16<<20)
-	for line := 1; scanner.Scan(); line++ {
-		s := strings.TrimSpace(scanner.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
+	err := eachSampleLine(text, func(s string) error {
 		sample, err := parseSample(s)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d: %w", line, err)
-		}
-		if !strings.Contains(sample.name, nameContains) {
-			continue
+		if err != nil || !strings.Contains(sample.name, nameContains) {
+			return err
 		}
 		family := sample.name
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
@@ -77,16 +68,33 @@ func MetricShapes(text []byte, nameContains string) (map[string][]string, error)
 			}
 		}
 		slices.Sort(names)
-		shape := strings.Join(names, ",")
-		if !slices.Contains(shapes[family], shape) {
+		if shape := strings.Join(names, ","); !slices.Contains(shapes[family], shape) {
 			shapes[family] = append(shapes[family], shape)
 			slices.Sort(shapes[family])
 		}
+		return nil
+	})
+	return shapes, err
+}
+
+// eachSampleLine calls fn with each sample line of a scrape (comments and
+// blank lines left out); an error names the line.
+func eachSampleLine(text []byte, fn func(line string) error) error {
+	scanner := bufio.NewScanner(bytes.NewReader(text))
+	scanner.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for line := 1; scanner.Scan(); line++ {
+		s := strings.TrimSpace(scanner.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		if err := fn(s); err != nil {
+			return fmt.Errorf("metrics line %d: %w", line, err)
+		}
 	}
 	if err := scanner.Err(); err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
+		return fmt.Errorf("read metrics: %w", err)
 	}
-	return shapes, nil
+	return nil
 }
 
 // MetricValue finds the metric name in Prometheus text exposition format
@@ -97,28 +105,20 @@ func MetricValue(text []byte, name string, labels map[string]string) (float64, e
 		sum   float64
 		found bool
 	)
-	scanner := bufio.NewScanner(bytes.NewReader(text))
-	scanner.Buffer(make([]byte, 0, 64*1024), 16<<20)
-	for line := 1; scanner.Scan(); line++ {
-		s := strings.TrimSpace(scanner.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
+	err := eachSampleLine(text, func(s string) error {
 		if !strings.HasPrefix(s, name) {
-			continue
+			return nil
 		}
 		sample, err := parseSample(s)
-		if err != nil {
-			return 0, fmt.Errorf("metrics line %d: %w", line, err)
-		}
-		if sample.name != name || !includes(sample.labels, labels) {
-			continue
+		if err != nil || sample.name != name || !includes(sample.labels, labels) {
+			return err
 		}
 		sum += sample.value
 		found = true
-	}
-	if err := scanner.Err(); err != nil {
-		return 0, fmt.Errorf("read metrics: %w", err)
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if !found {
 		return 0, fmt.Errorf("%w: %s%s", ErrMetricNotFound, name, formatLabels(labels))
