@@ -118,11 +118,15 @@ func statusPatchesOfScenario(t *testing.T, ns string) map[string][]string {
 	if i := slices.IndexFunc(pod.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == failfastdra.PodConditionType }); i < 0 || pod.Status.Conditions[i].Status != v1.ConditionFalse {
 		t.Errorf("pod foreign: the condition another client wrote is gone or changed: %+v", pod.Status.Conditions)
 	}
-	// The last patches (a terminated pod's resources, for one) come a few
-	// seconds after the last phase change: wait until none came for 5 s.
+	// The last patches come at the pods' next resync, not with a phase
+	// change: the pod-level resources (limits) 10-15 s after the pod started
+	// running, and again once it terminated. Wait until no patch came for
+	// longer than a resync (with its jitter): 2 s and 5 s were each too short
+	// once, with the patch in one kubelet's run and not in the other's.
+	quiet := syncFrequency + syncFrequency/2 + 2*time.Second
 	var raw []localcluster.StatusPatch
 	stableSince := time.Now()
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		now, err := cluster.StatusPatches(ns)
 		if err != nil {
 			return false, err
@@ -130,7 +134,7 @@ func statusPatchesOfScenario(t *testing.T, ns string) map[string][]string {
 		if len(now) != len(raw) {
 			raw, stableSince = now, time.Now()
 		}
-		return time.Since(stableSince) >= 5*time.Second, nil
+		return time.Since(stableSince) >= quiet, nil
 	})
 	if err != nil {
 		t.Fatalf("status patches of %s: %v", ns, err)
