@@ -302,15 +302,13 @@ type fileStamp struct {
 	regular bool
 	size    int64
 	modTime time.Time
-	ctime   syscall.Timespec
+	ctime   int64
 	inode   uint64
 }
 
 func stampOf(info fs.FileInfo) fileStamp {
 	stamp := fileStamp{exists: true, regular: info.Mode().IsRegular(), size: info.Size(), modTime: info.ModTime()}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		stamp.ctime, stamp.inode = st.Ctim, st.Ino
-	}
+	stamp.ctime, stamp.inode = fileIdentity(info)
 	return stamp
 }
 
