@@ -24,7 +24,7 @@ done
 
 # The upstream diff stays small and rebase-friendly: at most MAX_NON_TEST_LINES added or removed
 # lines outside *_test.go files, over the whole series.
-MAX_NON_TEST_LINES=40
+MAX_NON_TEST_LINES=45
 non_test_lines=$(for patch in "${patches[@]}"; do git apply --numstat "${patch}"; done |
   awk '$3 !~ /_test\.go$/ { n += $1 + $2 } END { print n + 0 }')
 [ "${non_test_lines}" -le "${MAX_NON_TEST_LINES}" ] ||

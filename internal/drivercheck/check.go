@@ -331,7 +331,7 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 	case failfastdra.FailedPermanent:
 		report.Decision = DecisionPermanent
 		report.Why = "the pod fails (reason " + failfastdra.PodFailedReason + "), the driver is not asked again for it and its claims are unprepared; " +
-			"for a pod that already ran containers the error is downgraded to transient and retried"
+			"for a pod that may have run (a sandbox, containers, or claims prepared for it before) the error is downgraded to transient and retried"
 	default:
 		report.Decision = DecisionTransient
 		report.Why = "the kubelet retries at the pod's next resync (syncFrequency, 1m by default)"

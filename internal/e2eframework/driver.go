@@ -265,6 +265,13 @@ func RestartKubelet(ctx context.Context, c *localcluster.Cluster, featureGates m
 // ReplaceKubelet is RestartKubelet with another kubelet binary (the stock
 // one instead of the fork, or back).
 func ReplaceKubelet(ctx context.Context, c *localcluster.Cluster, kubeletPath string, featureGates map[string]bool, drivers ...*Driver) error {
+	return ReplaceKubeletAfter(ctx, c, kubeletPath, featureGates, nil, drivers...)
+}
+
+// ReplaceKubeletAfter is ReplaceKubelet that runs whileStopped between the
+// old kubelet's stop and the new one's start (localcluster's
+// ReplaceKubeletAfter).
+func ReplaceKubeletAfter(ctx context.Context, c *localcluster.Cluster, kubeletPath string, featureGates map[string]bool, whileStopped func(context.Context) error, drivers ...*Driver) error {
 	old := make([]sets.Set[types.UID], len(drivers))
 	for i, d := range drivers {
 		slices, err := listDriverSlices(ctx, c.Client(), d.opts.DriverName, c.NodeName())
@@ -276,7 +283,7 @@ func ReplaceKubelet(ctx context.Context, c *localcluster.Cluster, kubeletPath st
 			old[i].Insert(slice.UID)
 		}
 	}
-	if err := c.ReplaceKubelet(ctx, kubeletPath, featureGates); err != nil {
+	if err := c.ReplaceKubeletAfter(ctx, kubeletPath, featureGates, whileStopped); err != nil {
 		return err
 	}
 	for i, d := range drivers {

@@ -53,6 +53,13 @@ func (c *Cluster) SetKubeletAPIQPS(qps int) { c.cfg.KubeletAPIQPS = qps }
 // ReplaceKubelet is RestartKubelet with another kubelet binary (e.g. the stock one instead of
 // the fork) on the same node.
 func (c *Cluster) ReplaceKubelet(ctx context.Context, kubeletPath string, featureGates map[string]bool) error {
+	return c.ReplaceKubeletAfter(ctx, kubeletPath, featureGates, nil)
+}
+
+// ReplaceKubeletAfter is ReplaceKubelet that runs whileStopped (when not nil) after the kubelet
+// stopped and before the new one starts: to change what the container runtime knows behind the
+// kubelet's back, as a node reboot or an operator's crictl would.
+func (c *Cluster) ReplaceKubeletAfter(ctx context.Context, kubeletPath string, featureGates map[string]bool, whileStopped func(context.Context) error) error {
 	if os.Geteuid() != 0 {
 		return errNotRoot
 	}
@@ -72,6 +79,11 @@ func (c *Cluster) ReplaceKubelet(ctx context.Context, kubeletPath string, featur
 		delete(c.daemons, roleKubelet)
 	}
 	c.pr.step("kubelet stopped")
+	if whileStopped != nil {
+		if err := whileStopped(ctx); err != nil {
+			return fmt.Errorf("while the kubelet was stopped: %w", err)
+		}
+	}
 	c.cfg.KubeletPath = kubeletPath
 	c.cfg.KubeletFeatureGates = maps.Clone(featureGates)
 	if err := c.saveState(); err != nil {

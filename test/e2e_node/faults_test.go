@@ -26,9 +26,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
@@ -80,8 +84,13 @@ func TestFaultRunningPodNotFailedOnReprepare(t *testing.T) {
 			t.Fatalf("driver did not answer Permanent: %+v", stats)
 		}
 		expectNotFailed(t, ns, "app", 10*time.Second)
-		if n := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": driver.Name(), "reason": failfastdra.DowngradePodStarted}); n < 1 {
-			t.Errorf("%s{reason=%s} = %v, want >= 1", downgradesMetric, failfastdra.DowngradePodStarted, n)
+		// The kubelet's record of prepared pods names the pod before the
+		// runtime is asked (reason pod_prepared_before); either safety rule
+		// will do.
+		started := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": driver.Name(), "reason": failfastdra.DowngradePodStarted})
+		prepared := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": driver.Name(), "reason": failfastdra.DowngradePreparedBefore})
+		if started+prepared < 1 {
+			t.Errorf("%s{reason=%s or %s} = %v, want >= 1", downgradesMetric, failfastdra.DowngradePodStarted, failfastdra.DowngradePreparedBefore, started+prepared)
 		}
 		events := eventsOf(t, ns, "app", "FailedPrepareDynamicResources")
 		found := false
@@ -103,6 +112,82 @@ func TestFaultRunningPodNotFailedOnReprepare(t *testing.T) {
 		})
 	})
 	deleteAndCheckNoLeaks(t, ns, driver)
+}
+
+// 1b. A pod that had a sandbox but whose container never started (its image
+// is never pulled) is not failed by a permanent answer once the container
+// runtime has forgotten it: its sandbox is removed through the runtime while
+// the kubelet is down (as a runtime that drops sandboxes at a reboot, or an
+// operator's crictl rmp, would), so neither the runtime nor the pod's API
+// status shows that it ran. The kubelet's record of prepared pods does.
+// The reverse, a pod that never had a sandbox, still fails fast after a
+// kubelet restart: TestFaultTransientThenKubeletRestartThenPermanent.
+func TestFaultSandboxLostPodNotFailed(t *testing.T) {
+	ns := setup(t, nil)
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: podSpecWith(v1.RestartPolicyAlways, "claim")}
+	pod.Spec.Containers[0].Image = "dra-failfast.invalid/never-pulled:1" // PullNever: ErrImageNeverPull
+	pod, err := client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ns, "app", time.Minute, "its container waiting for an image", func(p *v1.Pod) bool {
+		return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ErrImageNeverPull"
+	})
+	if err := driver.Client.SetBehavior(t.Context(), ns, testdriver.BehaviorSpec{Prepare: testdriver.PreparePermanent, Message: "device fell off the bus"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = driver.Client.ClearBehavior(context.Background(), ns) })
+
+	replaceKubeletAfter(t.Context(), t, cluster.KubeletPath(), map[string]bool{gate: true}, func(ctx context.Context) error {
+		return removeSandboxes(ctx, pod.UID)
+	})
+	stats := waitForCalls(t, driver, ns, "app", 2, time.Minute)
+	if !stats.Permanent {
+		t.Fatalf("driver did not answer Permanent: %+v", stats)
+	}
+	expectNotFailed(t, ns, "app", 10*time.Second)
+	// The restarted kubelet's counters started at 0.
+	if n := kubeletMetric(t, downgradesMetric, map[string]string{"driver_name": driver.Name(), "reason": failfastdra.DowngradePreparedBefore}); n < 1 {
+		t.Errorf("%s{reason=%s} = %v, want >= 1", downgradesMetric, failfastdra.DowngradePreparedBefore, n)
+	}
+	found := false
+	for _, e := range eventsOf(t, ns, "app", "FailedPrepareDynamicResources") {
+		found = found || strings.Contains(e.Message, "prepared for it before, so it may have had a sandbox: not failing the pod, will retry")
+	}
+	if !found {
+		t.Errorf("no event says why the permanent answer was not acted on")
+	}
+	deleteAndCheckNoLeaks(t, ns, driver)
+}
+
+// removeSandboxes stops and removes every sandbox of pod uid through the
+// container runtime's CRI API, as crictl rmp does.
+func removeSandboxes(ctx context.Context, uid types.UID) error {
+	conn, err := grpc.NewClient("unix://"+cluster.ContainerdAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	runtime := runtimeapi.NewRuntimeServiceClient(conn)
+	list, err := runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": string(uid)},
+	}})
+	if err != nil {
+		return err
+	}
+	if len(list.Items) == 0 {
+		return fmt.Errorf("no sandbox of pod %s", uid)
+	}
+	for _, sandbox := range list.Items {
+		if _, err := runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandbox.Id}); err != nil {
+			return fmt.Errorf("stop sandbox %s: %w", sandbox.Id, err)
+		}
+		if _, err := runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandbox.Id}); err != nil {
+			return fmt.Errorf("remove sandbox %s: %w", sandbox.Id, err)
+		}
+	}
+	return nil
 }
 
 // killSandbox kills the pause process of the pod's sandbox, as a crash or an

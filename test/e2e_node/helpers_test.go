@@ -365,11 +365,18 @@ var kubeletMu sync.Mutex
 // one and waits until the drivers have their devices published again.
 func replaceKubelet(ctx context.Context, t *testing.T, binary string, featureGates map[string]bool, extra ...*e2eframework.Driver) {
 	t.Helper()
+	replaceKubeletAfter(ctx, t, binary, featureGates, nil, extra...)
+}
+
+// replaceKubeletAfter is replaceKubelet that runs whileStopped while no
+// kubelet runs.
+func replaceKubeletAfter(ctx context.Context, t *testing.T, binary string, featureGates map[string]bool, whileStopped func(context.Context) error, extra ...*e2eframework.Driver) {
+	t.Helper()
 	kubeletMu.Lock()
 	defer kubeletMu.Unlock()
 	start := time.Now()
 	drivers := append([]*e2eframework.Driver{driver}, extra...)
-	if err := e2eframework.ReplaceKubelet(ctx, cluster, binary, featureGates, drivers...); err != nil {
+	if err := e2eframework.ReplaceKubeletAfter(ctx, cluster, binary, featureGates, whileStopped, drivers...); err != nil {
 		t.Fatalf("run kubelet %s with %v: %v", binary, featureGates, err)
 	}
 	t.Logf("kubelet %s running with %v, devices published again %.1fs after the restart began", filepath.Base(binary), featureGates, time.Since(start).Seconds())

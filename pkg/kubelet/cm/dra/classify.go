@@ -65,8 +65,14 @@ const (
 	DowngradeUnknownErrorType = "unknown_error_type"
 	// DowngradeMalformedErrorType: error_type cannot be decoded or occurs twice.
 	DowngradeMalformedErrorType = "malformed_error_type"
-	// DowngradePodStarted: the pod already ran containers (see DowngradeIfStarted).
+	// DowngradePodStarted: the runtime knows a sandbox or containers of the
+	// pod, or its status shows a started container (see DowngradeIfStarted).
+	// The value predates sandboxes counting; it stays for dashboards.
 	DowngradePodStarted = "pod_started_containers"
+	// DowngradePreparedBefore: the pod's claims were all prepared for it
+	// before (see PrepareFailures.Err), so it may have had a sandbox that
+	// the runtime has forgotten since (a reboot, crictl rmp).
+	DowngradePreparedBefore = "pod_prepared_before"
 	// DowngradePolicyIgnore: the node's driver failure policy says Ignore
 	// for the driver (see DriverFailurePolicy).
 	DowngradePolicyIgnore = "policy_ignore"

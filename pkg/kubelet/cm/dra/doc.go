@@ -6,10 +6,14 @@
 // DRAHandlePermanentDriverFailures). The upstream patch series only adds the
 // calls; every decision is made here:
 //
+//   - Manager is the feature's state in one kubelet, a field of the DRA
+//     manager: the node's driver failure policy, retry budgets, the record
+//     of prepared pods;
 //   - PrepareFailures classifies each driver's NodePrepareResources response
 //     (Classify) and turns all failures of a pod into one error, a
 //     *PermanentPodError when any claim failed permanently;
-//   - DowngradeIfStarted keeps pods that already ran containers out of it;
+//   - DowngradeIfStarted and the record of prepared pods (preparedPods) keep
+//     pods that may have run out of it;
 //   - PodRejection gives kubelet.SyncPod the Reason and Message to fail the
 //     pod with, and UpdatePodStatus the condition that Jobs can match.
 //

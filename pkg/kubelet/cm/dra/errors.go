@@ -105,15 +105,23 @@ func IsPermanent(err error) bool {
 }
 
 // DowngradedError is a permanent failure that the kubelet does not act on
-// because the pod already ran containers (see DowngradeIfStarted). It is
-// transient: IsPermanent is false, the pod is retried. Its text says so, and
-// never "will not retry".
+// because the pod may have run: the runtime knows a sandbox or containers of
+// it, its status shows a started container (DowngradeIfStarted), or its
+// claims were all prepared for it before (PrepareFailures.Err). It is
+// transient: IsPermanent is false, the pod is retried. Its text says why,
+// and never "will not retry".
 type DowngradedError struct {
 	permanent *PermanentPodError
+	// reason is DowngradePodStarted or DowngradePreparedBefore.
+	reason string
 }
 
 func (e *DowngradedError) Error() string {
-	const prefix = "permanent DRA failure, but the pod already ran containers: not failing the pod, will retry: "
+	why := "the pod had a sandbox or started containers"
+	if e.reason == DowngradePreparedBefore {
+		why = "the pod's claims were prepared for it before, so it may have had a sandbox"
+	}
+	prefix := "permanent DRA failure, but " + why + ": not failing the pod, will retry: "
 	return prefix + renderClaims(e.permanent.Permanent, maxErrorLen-len(prefix))
 }
 

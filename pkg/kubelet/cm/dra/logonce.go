@@ -9,10 +9,8 @@ import "sync"
 // everything, which at worst logs a message once more.
 const maxLoggedKeys = 4096
 
-// loggedPods remembers what was already logged at the default verbosity,
-// per pod: a failing pod is retried at every resync and must not flood the log.
-var loggedPods = &onceSet{}
-
+// onceSet remembers what was already logged at the default verbosity, per
+// pod: a failing pod is retried at every resync and must not flood the log.
 type onceSet struct {
 	mu   sync.Mutex
 	seen map[string]struct{}

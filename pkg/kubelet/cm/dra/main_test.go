@@ -9,12 +9,11 @@ import (
 )
 
 // TestMain registers the metrics as the kubelet does on its first prepare
-// (NewPrepareFailures), so that every test can read the counters whatever
+// (Manager.NewPrepareFailures), so that every test can read the counters whatever
 // order the tests run in (the e2e suite reads them from the kubelet's
-// /metrics), and starts no goroutine watching the policy file.
+// /metrics).
 func TestMain(m *testing.M) {
 	registerMetrics()
-	policyPollInterval = 0 // the tests call refresh with the time they choose
 
 	os.Exit(m.Run())
 }

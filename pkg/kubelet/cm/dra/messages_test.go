@@ -131,12 +131,12 @@ func TestMessagesNameEveryClaim(t *testing.T) {
 func TestDriverTextsBounded(t *testing.T) {
 	enableFeature(t, true)
 	huge := strings.Repeat("\x1b[31mX\n", 10000)
-	failures := NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "bounded"}}, nil)
+	failures := (&Manager{}).NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "bounded"}}, nil)
 	failures.Record(t.Context(), "d1", sentClaims("a"), nil, errors.New("rpc error: code = Unavailable desc = "+huge))
 	failures.Record(t.Context(), "d2", sentClaims("b"), &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
 		"b": claimResp("x", 0), huge: claimResp("y", 0),
 	}}, nil)
-	err := failures.Err()
+	err := failures.Err(t.Context())
 	if err == nil {
 		t.Fatal("no error")
 	}

@@ -54,7 +54,7 @@ var registerMetricsOnce sync.Once
 
 // registerMetrics registers the metrics above with the kubelet's registry,
 // once, when the DRA manager first prepares a pod's claims with the feature
-// gate on (NewPrepareFailures), before any of them can count; with the gate
+// gate on (Manager.NewPrepareFailures), before any of them can count; with the gate
 // off the kubelet's /metrics stays stock. Not in init: the
 // patched pkg/kubelet/types imports this package (IsPodConditionType), and
 // every binary that imports that package must not get kubelet metrics.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,7 +42,8 @@ func PodRejection(ctx context.Context, err error) (reason, message string, rejec
 	return PodFailedReason, permanent.podMessage(), true
 }
 
-// rejectedPrefix is what kubelet.rejectPod puts before the message.
+// rejectedPrefix is what kubelet.rejectPod puts before the message; the
+// status manager has it until UpdatePodStatus removes it.
 const rejectedPrefix = "Pod was rejected: "
 
 // podMessage names every permanent failure; with rejectedPrefix it fits in
@@ -51,7 +53,7 @@ func (e *PermanentPodError) podMessage() string {
 	return prefix + renderClaims(e.Permanent, maxPodMessageLen-len(rejectedPrefix)-len(prefix))
 }
 
-// DowngradeIfStarted keeps a pod that already ran alive. The manager does
+// DowngradeIfStarted keeps a pod that may have run alive. The manager does
 // not prepare again claims it has marked prepared; a driver is asked again
 // for a running pod's claims only after the kubelet restarted (or lost its
 // checkpoint), and a permanent answer then must not kill a workload that was
@@ -59,23 +61,35 @@ func (e *PermanentPodError) podMessage() string {
 // which is transient and says so; any other err is returned unchanged.
 // runtimeKnowsPod tells whether the container runtime knows a sandbox or
 // containers of the pod (any earlier sandbox counts: more conservative than
-// started containers); the pod's API status is checked too. The downgrade is
-// counted every time, logged once per pod (a pod is retried at every resync).
-func DowngradeIfStarted(ctx context.Context, pod *v1.Pod, runtimeKnowsPod bool, err error) error {
+// started containers); the pod's API status is checked too. A runtime that
+// forgot the pod is covered earlier, by the record of prepared pods
+// (PrepareFailures.Err). The downgrade is counted; the kubelet logs the
+// error and puts it into an Event at each attempt, as for any failed prepare.
+func DowngradeIfStarted(pod *v1.Pod, runtimeKnowsPod bool, err error) error {
 	var permanent *PermanentPodError
 	if !errors.As(err, &permanent) || !(runtimeKnowsPod || podStartedContainers(pod)) {
 		return err
 	}
-	downgraded := &DowngradedError{permanent: permanent}
-	logger := klog.FromContext(ctx)
-	if !loggedPods.firstTime(string(pod.UID) + "/" + DowngradePodStarted) {
+	countDowngrades(permanent, DowngradePodStarted)
+	return &DowngradedError{permanent: permanent, reason: DowngradePodStarted}
+}
+
+// downgrade is DowngradeIfStarted's counterpart in the DRA manager, logged
+// at the default verbosity once per pod (a pod is retried at every resync).
+func (m *Manager) downgrade(logger klog.Logger, pod *v1.Pod, permanent *PermanentPodError, reason string) error {
+	downgraded := &DowngradedError{permanent: permanent, reason: reason}
+	if !m.logged.firstTime(string(pod.UID) + "/" + reason) {
 		logger = logger.V(4)
 	}
-	logger.Info("Not failing pod for a permanent DRA driver failure: the pod already ran containers; retrying", "pod", klog.KObj(pod), "err", downgraded)
-	for _, p := range permanent.Permanent {
-		permanentDowngrades.WithLabelValues(p.Driver, DowngradePodStarted).Inc()
-	}
+	logger.Info("Not failing pod for a permanent DRA driver failure; retrying", "pod", klog.KObj(pod), "reason", reason, "err", downgraded)
+	countDowngrades(permanent, reason)
 	return downgraded
+}
+
+func countDowngrades(permanent *PermanentPodError, reason string) {
+	for _, p := range permanent.Permanent {
+		permanentDowngrades.WithLabelValues(p.Driver, reason).Inc()
+	}
 }
 
 func podStartedContainers(pod *v1.Pod) bool {
@@ -123,7 +137,7 @@ func UpdatePodStatus(status, old *v1.PodStatus) {
 	}
 	status.Conditions = append(status.Conditions, *podCondition(old))
 	status.Phase = v1.PodFailed
-	status.Reason, status.Message = old.Reason, old.Message
+	status.Reason, status.Message = old.Reason, podMessage(old)
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
 			if c := &statuses[i]; neverStarted(c) {
@@ -274,8 +288,15 @@ func podCondition(old *v1.PodStatus) *v1.PodCondition {
 		Status:             v1.ConditionTrue,
 		LastTransitionTime: metav1.Now(),
 		Reason:             PodFailedReason,
-		Message:            old.Message,
+		Message:            podMessage(old),
 	}
+}
+
+// podMessage is the message of a pod that kubelet.SyncPod failed, without
+// the "Pod was rejected: " that kubelet.rejectPod puts before it: the pod
+// passed admission, a DRA driver failed it later.
+func podMessage(old *v1.PodStatus) string {
+	return strings.TrimPrefix(old.Message, rejectedPrefix)
 }
 
 // anyContainerStarted tells whether a container of status ran: a rejected

@@ -160,12 +160,11 @@ func TestDowngradeIfStarted(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ctx, logs := quietContext(t)
 			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("pod-" + strings.ReplaceAll(name, " ", "-"))}, Status: tc.status}
 			counter := permanentDowngrades.WithLabelValues("downgrade-driver", DowngradePodStarted)
 			before, _ := testutil.GetCounterMetricValue(counter)
 
-			got := DowngradeIfStarted(ctx, pod, tc.runtimeKnows, tc.err)
+			got := DowngradeIfStarted(pod, tc.runtimeKnows, tc.err)
 			if IsPermanent(got) != tc.wantPermanent {
 				t.Errorf("IsPermanent(result) = %v, want %v", IsPermanent(got), tc.wantPermanent)
 			}
@@ -181,7 +180,7 @@ func TestDowngradeIfStarted(t *testing.T) {
 			}
 			// The text goes into an Event and the log: it names the claim
 			// and driver, and does not promise what does not happen.
-			for _, want := range []string{"ns/claim-0", "downgrade-driver", "invalid opaque config", "will retry"} {
+			for _, want := range []string{"ns/claim-0", "downgrade-driver", "invalid opaque config", "the pod had a sandbox or started containers: not failing the pod, will retry"} {
 				if !strings.Contains(got.Error(), want) {
 					t.Errorf("downgraded text %q does not contain %q", got, want)
 				}
@@ -189,11 +188,9 @@ func TestDowngradeIfStarted(t *testing.T) {
 			if strings.Contains(got.Error(), "will not retry") {
 				t.Errorf("downgraded text says %q: %q", "will not retry", got)
 			}
-			// Logged once per pod at the default verbosity, counted every time.
-			DowngradeIfStarted(ctx, pod, tc.runtimeKnows, tc.err)
-			if n := strings.Count(logs.String(), "Not failing pod"); n != 1 {
-				t.Errorf("logged %d times for two downgrades of one pod, want 1:\n%s", n, logs.String())
-			}
+			// Counted every time (the kubelet logs the error and makes an
+			// Event of it at each attempt).
+			DowngradeIfStarted(pod, tc.runtimeKnows, tc.err)
 			if after, _ := testutil.GetCounterMetricValue(counter); after-before != 2 {
 				t.Errorf("downgrade counter grew by %v, want 2", after-before)
 			}
@@ -231,7 +228,7 @@ func TestUpdatePodStatus(t *testing.T) {
 	}{
 		"rejected pod gets the condition and container reasons": {
 			old: rejected, phase: v1.PodFailed,
-			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
+			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "boom"},
 			wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
 		"condition kept from old status": {
@@ -240,7 +237,7 @@ func TestUpdatePodStatus(t *testing.T) {
 		},
 		"phase computed from the runtime is pinned to Failed": {
 			old: rejected, phase: v1.PodSucceeded,
-			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "Pod was rejected: boom"},
+			wantCondition:  &v1.PodCondition{Type: PodConditionType, Status: v1.ConditionTrue, Reason: PodFailedReason, Message: "boom"},
 			wantContainers: []string{PodFailedReason, PodFailedReason},
 		},
 		"other failure": {old: v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}, phase: v1.PodFailed, wantContainers: []string{"ContainerCreating", "ContainerStatusUnknown"}},
@@ -280,8 +277,9 @@ func TestUpdatePodStatus(t *testing.T) {
 				status.ContainerStatuses = append(status.ContainerStatuses, *tc.third.DeepCopy())
 			}
 			UpdatePodStatus(&status, &tc.old)
-			if tc.wantCondition != nil && (status.Phase != v1.PodFailed || status.Reason != tc.old.Reason || status.Message != tc.old.Message) {
-				t.Errorf("phase %q reason %q message %q, want the rejected pod's Failed %q %q", status.Phase, status.Reason, status.Message, tc.old.Reason, tc.old.Message)
+			// The message without kubelet.rejectPod's "Pod was rejected: ".
+			if wantMessage := "boom"; tc.wantCondition != nil && (status.Phase != v1.PodFailed || status.Reason != tc.old.Reason || status.Message != wantMessage) {
+				t.Errorf("phase %q reason %q message %q, want the rejected pod's Failed %q %q", status.Phase, status.Reason, status.Message, tc.old.Reason, wantMessage)
 			}
 			if tc.wantCondition == nil && status.Phase != tc.phase {
 				t.Errorf("phase changed to %q for a pod the DRA rejection did not touch", status.Phase)
@@ -392,9 +390,10 @@ func TestUpstreamGatesRegisteredFirst(t *testing.T) {
 	}
 }
 
-// Both orders of registration against an upstream that defines the gate
-// with another spec: after upstream, ours is a no-op and theirs wins; before
-// upstream, upstream's registration fails (what TestUpstreamGatesRegisteredFirst rules out).
+// Registered after an upstream that defines the gate with another spec, ours
+// is a no-op and theirs wins. (Registered before it, upstream's registration
+// would fail: component-base refuses a second spec, which is why
+// TestUpstreamGatesRegisteredFirst checks the order.)
 func TestAddFeatureGateOrder(t *testing.T) {
 	upstream := map[featuregate.Feature]featuregate.VersionedSpecs{
 		DRAHandlePermanentDriverFailures: {{Version: version.MustParse("1.38"), Default: true, PreRelease: featuregate.Beta}},
@@ -409,15 +408,6 @@ func TestAddFeatureGateOrder(t *testing.T) {
 		}
 		if spec := gate.GetAll()[DRAHandlePermanentDriverFailures]; spec.PreRelease != featuregate.Beta || !gate.Enabled(DRAHandlePermanentDriverFailures) {
 			t.Errorf("spec %+v, want upstream's (Beta, on)", spec)
-		}
-	})
-	t.Run("ours first", func(t *testing.T) {
-		gate := featuregate.NewVersionedFeatureGate(version.MustParse("1.38"))
-		if err := addFeatureGate(gate); err != nil {
-			t.Fatal(err)
-		}
-		if err := gate.AddVersioned(upstream); err == nil {
-			t.Error("upstream's registration after ours succeeded; the ordering guard is no longer needed, drop it")
 		}
 	})
 }
@@ -469,7 +459,7 @@ func TestMergePodStatus(t *testing.T) {
 			if status.Phase != v1.PodFailed && hasNeverStartedMark(&status) {
 				t.Errorf("never-started container marked without phase Failed: %+v", status.ContainerStatuses)
 			}
-			if i, has := conditionIndex(&status); has && (status.Conditions[i].Status != v1.ConditionTrue || status.Conditions[i].Message != "Pod was rejected: boom") {
+			if i, has := conditionIndex(&status); has && (status.Conditions[i].Status != v1.ConditionTrue || status.Conditions[i].Message != "boom") {
 				t.Errorf("condition %+v", status.Conditions[i])
 			}
 		})
@@ -493,7 +483,11 @@ func TestMergePodStatusAllocatesNothingForOtherPods(t *testing.T) {
 // does not own, DRAPermanentDriverFailure included, whoever wrote it.
 func TestMergePodStatusGateOffIsStock(t *testing.T) {
 	foreign := v1.PodCondition{Type: PodConditionType, Status: v1.ConditionFalse, Reason: "SomeoneElse"}
-	never := v1.ContainerStatus{Name: "app", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: PodFailedReason, Message: neverStartedMessage}}}
+	// The mark UpdatePodStatus gives a container that never started.
+	never := v1.ContainerStatus{Name: "app", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: PodFailedReason, Message: neverStartedMessage}}}
+	if !neverStartedMark(&never) {
+		t.Fatalf("fixture %+v is not the never-started mark", never.State)
+	}
 	api := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
 	for name, status := range map[string]v1.PodStatus{
 		"running pod, foreign condition":     {Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady}, foreign}},

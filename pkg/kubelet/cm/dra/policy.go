@@ -235,38 +235,21 @@ func (b *RetryBudget) exhausted(attempts int, since time.Duration) bool {
 	return (b.Attempts > 0 && attempts >= b.Attempts) || (b.Duration != nil && since >= b.Duration.Duration)
 }
 
-// LoadDriverPolicy reads and checks the node's policy when the kubelet
-// starts (the DRA manager is created), logs the policy in effect, and starts
-// watching the file (policySource). An invalid policy, or a DriverPolicyEnv
-// file that cannot be read, is an error: the kubelet refuses to start, as it
-// does on an invalid configuration. With the feature gate off it reads
-// nothing.
-func LoadDriverPolicy(logger klog.Logger) error {
-	if !Enabled() {
-		return nil
-	}
+// load reads and checks the node's policy when the kubelet starts and, with
+// a pollInterval, starts the goroutine that watches the file (refresh).
+func (s *policySource) load(logger klog.Logger, pollInterval time.Duration) error {
 	path, explicit := driverPolicyPath()
-	policy, stamp, err := readDriverPolicy(path, explicit)
+	policy, stamp, err := readDriverPolicy(path, explicit, &s.reads)
 	if err != nil {
 		return fmt.Errorf("DRA driver failure policy %s: %w", path, err)
 	}
-	nodePolicy.set(path, explicit, policy, stamp)
+	s.set(path, explicit, policy, stamp)
 	logger.Info("DRA driver failure policy in effect", "path", path, "fromFile", stamp.exists, "policy", policy.String())
-	if policyPollInterval > 0 {
-		pollPolicyOnce.Do(func() {
-			go wait.Until(func() { nodePolicy.refresh(logger, time.Now()) }, policyPollInterval, wait.NeverStop)
-		})
+	if pollInterval > 0 {
+		go wait.Until(func() { s.refresh(logger, time.Now()) }, pollInterval, wait.NeverStop)
 	}
 	return nil
 }
-
-// policyPollInterval is how often the kubelet looks at the policy file (one
-// stat, nothing read unless it changed); 0 in this package's unit tests,
-// which call refresh themselves.
-var (
-	policyPollInterval = time.Second
-	pollPolicyOnce     sync.Once
-)
 
 // ReadDriverPolicy reads the node's policy as the kubelet does: the file
 // named by DriverPolicyEnv, else DefaultDriverPolicyPath when it exists, else
@@ -277,7 +260,7 @@ func ReadDriverPolicy(path string) (string, *DriverFailurePolicy, error) {
 	if !explicit {
 		path, explicit = driverPolicyPath()
 	}
-	policy, _, err := readDriverPolicy(path, explicit)
+	policy, _, err := readDriverPolicy(path, explicit, nil)
 	if err != nil {
 		return path, nil, fmt.Errorf("DRA driver failure policy %s: %w", path, err)
 	}
@@ -339,8 +322,9 @@ func (s fileStamp) usable() error {
 // readDriverPolicy reads the policy file; a missing file is the default
 // policy unless the file was named explicitly. It never blocks on a FIFO nor
 // reads more than MaxDriverPolicySize bytes, and the stamp returned is the
-// one of the version it read.
-func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileStamp, error) {
+// one of the version it read. reads, when not nil, counts the reads of a
+// file's content.
+func readDriverPolicy(path string, explicit bool, reads *atomic.Int64) (*DriverFailurePolicy, fileStamp, error) {
 	stamp, err := statPolicy(path)
 	if err != nil {
 		return nil, stamp, err
@@ -367,7 +351,9 @@ func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileSta
 	if stamp = stampOf(info); stamp.usable() != nil {
 		return nil, stamp, stamp.usable()
 	}
-	policyFileReads.Add(1)
+	if reads != nil {
+		reads.Add(1)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxDriverPolicySize+1))
 	if err != nil {
 		return nil, stamp, err
@@ -378,10 +364,6 @@ func readDriverPolicy(path string, explicit bool) (*DriverFailurePolicy, fileSta
 	policy, err := ParseDriverPolicy(data)
 	return policy, stamp, err
 }
-
-// policyFileReads counts the reads of a policy file's content (the tests
-// check that a version is read once, and an unusable file never).
-var policyFileReads atomic.Int64
 
 // policySettle is how long a new version of the policy file must stay the
 // same (same stamp at two looks that far apart) before it is read: a file
@@ -401,6 +383,9 @@ const policySettle = time.Second
 // write a policy without rules, or remove the file and restart the kubelet.
 type policySource struct {
 	current atomic.Pointer[DriverFailurePolicy]
+	// reads counts the reads of the file's content (the tests check that a
+	// version is read once, and an unusable file never).
+	reads atomic.Int64
 
 	mu       sync.Mutex // serializes set and refresh
 	path     string
@@ -417,8 +402,6 @@ type policySource struct {
 	rejected *fileStamp
 }
 
-var nodePolicy policySource
-
 func (s *policySource) set(path string, explicit bool, policy *DriverFailurePolicy, stamp fileStamp) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -426,7 +409,7 @@ func (s *policySource) set(path string, explicit bool, policy *DriverFailurePoli
 	s.current.Store(policy)
 }
 
-// policy returns the policy in effect: the default one until LoadDriverPolicy
+// policy returns the policy in effect: the default one until Start
 // ran (as in tests of the kubelet's packages, which read no file).
 func (s *policySource) policy() *DriverFailurePolicy {
 	if p := s.current.Load(); p != nil {
@@ -470,7 +453,7 @@ func (s *policySource) refresh(logger klog.Logger, now time.Time) {
 		return
 	}
 	s.seen = nil
-	policy, read, err := readDriverPolicy(s.path, s.explicit)
+	policy, read, err := readDriverPolicy(s.path, s.explicit, &s.reads)
 	if err != nil {
 		s.reject(logger, read, err)
 		return
@@ -528,18 +511,15 @@ type budgetCounts struct {
 
 const budgetExpiry = time.Hour
 
-var retryBudgets = budgetCounts{counts: map[budgetKey]*budgetCount{}}
-
-// budgetClock is the clock of the retry budgets (tests replace it).
-var budgetClock = time.Now
-
 // failed counts a failed attempt, unless the last one counted was less than
 // budgetAttemptSpacing ago, and returns the count so far, when this attempt
 // was made and whether it counted.
-func (b *budgetCounts) failed(key budgetKey) (count budgetCount, now time.Time, counted bool) {
+func (b *budgetCounts) failed(key budgetKey, t time.Time) (count budgetCount, now time.Time, counted bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t := budgetClock()
+	if b.counts == nil {
+		b.counts = map[budgetKey]*budgetCount{}
+	}
 	if t.Sub(b.lastSweep) > budgetExpiry/4 {
 		for k, c := range b.counts {
 			if t.Sub(c.last) > budgetExpiry {
@@ -587,12 +567,13 @@ const (
 // applyPolicy applies the driver's rule to its classified result, in place,
 // for pod: Ignore turns permanent claims transient; a retry budget counts
 // the attempt and, once used up, turns the transient claims permanent.
-func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string, result *DriverResult) {
+func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverResult) {
+	policy := m.policy.policy()
 	rule := policy.RuleFor(result.Driver)
 	key := budgetKey{pod: podUID, driver: result.Driver}
 	if !result.Failed() {
 		if rule.RetryBudget != nil {
-			retryBudgets.forget(key)
+			m.budgets.forget(key)
 		}
 		return
 	}
@@ -626,7 +607,7 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 		countIgnored()
 		return
 	}
-	count, now, counted := retryBudgets.failed(key)
+	count, now, counted := m.budgets.failed(key, m.clock())
 	elapsed := now.Sub(count.first)
 	if !rule.RetryBudget.exhausted(count.attempts, elapsed) {
 		countIgnored()
@@ -636,7 +617,7 @@ func applyPolicy(logger klog.Logger, policy *DriverFailurePolicy, podUID string,
 		logger.V(4).Info("DRA driver failed; attempt checked against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "counted", counted, "budget", rule.RetryBudget.String())
 		return
 	}
-	retryBudgets.forget(key)
+	m.budgets.forget(key)
 	policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetExhausted).Inc()
 	spent := fmt.Sprintf("%d failed %s in %s, budget %s", count.attempts, plural(count.attempts, "attempt", "attempts"), elapsed.Round(time.Second), rule.RetryBudget)
 	for i := range result.Claims {

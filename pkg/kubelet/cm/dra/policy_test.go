@@ -88,29 +88,21 @@ func TestRuleFor(t *testing.T) {
 	}
 }
 
-// usePolicy makes the node's policy the file path holding content (none:
-// no file) for this test, with a fresh budget count and a clock the test
-// moves.
-func usePolicy(t *testing.T, content string) (path string, advance func(time.Duration)) {
+// usePolicy gives the test a kubelet's Manager whose policy file is path,
+// holding content (none: no file), with a clock the test moves.
+func usePolicy(t *testing.T, content string) (m *Manager, path string, advance func(time.Duration)) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "driver-policy.yaml")
 	if content != "" {
 		writePolicy(t, path, content)
 	}
 	t.Setenv(DriverPolicyEnv, path)
-	nodePolicy.reset()
-	if policy, stamp, err := readDriverPolicy(path, true); err == nil {
-		nodePolicy.set(path, true, policy, stamp) // as LoadDriverPolicy, gate or not
-	}
-	retryBudgets.reset()
 	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	budgetClock = func() time.Time { return clock }
-	t.Cleanup(func() {
-		nodePolicy.reset()
-		retryBudgets.reset()
-		budgetClock = time.Now
-	})
-	return path, func(d time.Duration) { clock = clock.Add(d) }
+	m = &Manager{now: func() time.Time { return clock }}
+	if policy, stamp, err := readDriverPolicy(path, true, nil); err == nil {
+		m.policy.set(path, true, policy, stamp) // as Start, gate or not
+	}
+	return m, path, func(d time.Duration) { clock = clock.Add(d) }
 }
 
 func writePolicy(t *testing.T, path, content string) {
@@ -128,9 +120,9 @@ func writePolicy(t *testing.T, path, content string) {
 
 // attempt runs one prepare attempt of pod with one claim "a" of driver d
 // answering resp (nil: a gRPC error) and returns the attempt's error.
-func attempt(t *testing.T, pod string, resp *drapbv1.NodePrepareResourceResponse) error {
+func attempt(t *testing.T, m *Manager, pod string, resp *drapbv1.NodePrepareResourceResponse) error {
 	t.Helper()
-	failures := NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: pod, UID: types.UID(pod)}}, nil)
+	failures := m.NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: pod, UID: types.UID(pod)}}, nil)
 	var callErr error
 	var response *drapbv1.NodePrepareResourcesResponse
 	if resp == nil {
@@ -139,7 +131,7 @@ func attempt(t *testing.T, pod string, resp *drapbv1.NodePrepareResourceResponse
 		response = &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"a": resp}}
 	}
 	failures.Record(t.Context(), "d.example.com", sentClaims("a"), response, callErr)
-	return failures.Err()
+	return failures.Err(t.Context())
 }
 
 func outcomeCount(t *testing.T, outcome string) float64 {
@@ -172,16 +164,16 @@ func TestPolicyPermanent(t *testing.T) {
 		{name: "another driver ignored", policy: policyHeader + "drivers:\n- driver: other.example.com\n  permanent: Ignore\n", wantPermanent: true, wantOutcome: PolicyHonored},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path, _ := usePolicy(t, tc.policy)
+			m, path, _ := usePolicy(t, tc.policy)
 			if tc.policy != "" {
-				if err := LoadDriverPolicy(ktesting.NewLogger(t, ktesting.DefaultConfig)); err != nil {
-					t.Fatalf("LoadDriverPolicy(%s): %v", path, err)
+				if err := m.start(ktesting.NewLogger(t, ktesting.DefaultConfig), t.TempDir(), 0); err != nil {
+					t.Fatalf("Start(%s): %v", path, err)
 				}
 			}
 			downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
 			beforeDowngrades, _ := testutil.GetCounterMetricValue(downgrades)
 			before := outcomeCount(t, tc.wantOutcome)
-			err := attempt(t, "pod", permanentAnswer)
+			err := attempt(t, m, "pod", permanentAnswer)
 			if IsPermanent(err) != tc.wantPermanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, !tc.wantPermanent, tc.wantPermanent)
 			}
@@ -203,23 +195,23 @@ func fileExists(path string) bool {
 
 func TestRetryBudgetAttempts(t *testing.T) {
 	enableFeature(t, true)
-	_, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n")
+	m, _, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n")
 	before := outcomeCount(t, PolicyBudgetExhausted)
 	for i := 1; i <= 2; i++ {
-		if err := attempt(t, "pod", transientAnswer); err == nil || IsPermanent(err) {
+		if err := attempt(t, m, "pod", transientAnswer); err == nil || IsPermanent(err) {
 			t.Fatalf("attempt %d: %v, want a transient error", i, err)
 		}
 		advance(budgetAttemptSpacing)
 	}
 	// Calls that failed as a whole do not count.
-	if err := attempt(t, "pod", nil); IsPermanent(err) {
+	if err := attempt(t, m, "pod", nil); IsPermanent(err) {
 		t.Fatalf("a gRPC error used the budget: %v", err)
 	}
 	// Another pod has its own count.
-	if err := attempt(t, "other-pod", transientAnswer); IsPermanent(err) {
+	if err := attempt(t, m, "other-pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("another pod's first failure: %v", err)
 	}
-	err := attempt(t, "pod", transientAnswer)
+	err := attempt(t, m, "pod", transientAnswer)
 	if !IsPermanent(err) {
 		t.Fatalf("third failed attempt: %v, want permanent", err)
 	}
@@ -234,25 +226,25 @@ func TestRetryBudgetAttempts(t *testing.T) {
 	if got := outcomeCount(t, PolicyBudgetExhausted) - before; got != 1 {
 		t.Errorf("budget_exhausted counted %v times, want 1", got)
 	}
-	if n := retryBudgets.len(); n != 1 {
+	if n := m.budgets.len(); n != 1 {
 		t.Errorf("%d counts kept, want 1 (other-pod's): an exhausted budget is forgotten", n)
 	}
 }
 
 func TestRetryBudgetDuration(t *testing.T) {
 	enableFeature(t, true)
-	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {duration: 2m}}\n")
-	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+	m, _, advance := usePolicy(t, policyHeader+"default: {retryBudget: {duration: 2m}}\n")
+	if err := attempt(t, m, "pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("first attempt: %v", err)
 	}
 	advance(119 * time.Second)
-	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+	if err := attempt(t, m, "pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("attempt before the budget's time: %v", err)
 	}
 	// One second later: not counted as an attempt (budgetAttemptSpacing),
 	// but the time is up.
 	advance(time.Second)
-	err := attempt(t, "pod", transientAnswer)
+	err := attempt(t, m, "pod", transientAnswer)
 	if !IsPermanent(err) || !strings.Contains(err.Error(), "2 failed attempts in 2m0s, budget 2m0s") {
 		t.Fatalf("attempt at the budget's time: %v, want permanent, naming what was spent", err)
 	}
@@ -264,18 +256,18 @@ func TestRetryBudgetDuration(t *testing.T) {
 // counted as a downgrade.
 func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 	enableFeature(t, true)
-	_, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
+	m, _, advance := usePolicy(t, policyHeader+"drivers:\n- driver: d.example.com\n  permanent: Ignore\n  retryBudget: {attempts: 2}\n")
 	downgrades := permanentDowngrades.WithLabelValues("d.example.com", DowngradePolicyIgnore)
 	before, _ := testutil.GetCounterMetricValue(downgrades)
 	ignored := policyOutcomes.WithLabelValues("d.example.com", PolicyIgnored)
 	exhausted := policyOutcomes.WithLabelValues("d.example.com", PolicyBudgetExhausted)
 	ignoredBefore, _ := testutil.GetCounterMetricValue(ignored)
 	exhaustedBefore, _ := testutil.GetCounterMetricValue(exhausted)
-	if err := attempt(t, "pod", permanentAnswer); err == nil || IsPermanent(err) {
+	if err := attempt(t, m, "pod", permanentAnswer); err == nil || IsPermanent(err) {
 		t.Fatalf("first ignored Permanent answer: %v, want a transient error", err)
 	}
 	advance(budgetAttemptSpacing)
-	err := attempt(t, "pod", permanentAnswer)
+	err := attempt(t, m, "pod", permanentAnswer)
 	if !IsPermanent(err) || !strings.Contains(err.Error(), "retry budget exhausted (2 failed attempts in 10s, budget 2 attempts): device on fire") {
 		t.Fatalf("second ignored Permanent answer: %v, want permanent, the budget exhausted", err)
 	}
@@ -296,11 +288,11 @@ func TestIgnoredPermanentCountsAgainstBudget(t *testing.T) {
 // attempts closer together than budgetAttemptSpacing count once.
 func TestRetryBudgetCountsOncePerSpacing(t *testing.T) {
 	enableFeature(t, true)
-	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 3}}\n")
+	m, _, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 3}}\n")
 	retries := policyOutcomes.WithLabelValues("d.example.com", PolicyBudgetRetry)
 	before, _ := testutil.GetCounterMetricValue(retries)
 	for i := range 10 {
-		if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+		if err := attempt(t, m, "pod", transientAnswer); IsPermanent(err) {
 			t.Fatalf("attempt %d, %ds after the first: %v", i+1, i, err)
 		}
 		advance(time.Second)
@@ -309,11 +301,11 @@ func TestRetryBudgetCountsOncePerSpacing(t *testing.T) {
 		t.Errorf("budget_retry grew by %v over 10 attempts in 10s, want 1", after-before)
 	}
 	// 10s after the first: the second attempt; 20s: the third, exhausted.
-	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+	if err := attempt(t, m, "pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("second counted attempt: %v", err)
 	}
 	advance(budgetAttemptSpacing)
-	if err := attempt(t, "pod", transientAnswer); !IsPermanent(err) || !strings.Contains(err.Error(), "3 failed attempts in 20s") {
+	if err := attempt(t, m, "pod", transientAnswer); !IsPermanent(err) || !strings.Contains(err.Error(), "3 failed attempts in 20s") {
 		t.Fatalf("third counted attempt: %v, want permanent after 3 attempts in 20s", err)
 	}
 }
@@ -322,11 +314,11 @@ func TestRetryBudgetCountsOncePerSpacing(t *testing.T) {
 // not set from the default.
 func TestPolicyEntryInheritsDefault(t *testing.T) {
 	enableFeature(t, true)
-	usePolicy(t, policyHeader+"default: {permanent: Ignore, retryBudget: {attempts: 5}}\ndrivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n- driver: h.example.com\n  permanent: Honor\n")
-	if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) {
+	m, _, _ := usePolicy(t, policyHeader+"default: {permanent: Ignore, retryBudget: {attempts: 5}}\ndrivers:\n- driver: d.example.com\n  retryBudget: {attempts: 3}\n- driver: h.example.com\n  permanent: Honor\n")
+	if err := attempt(t, m, "pod", permanentAnswer); IsPermanent(err) {
 		t.Errorf("an entry with only a retry budget did not keep the default's Ignore: %v", err)
 	}
-	policy := nodePolicy.policy()
+	policy := m.policy.policy()
 	for driver, want := range map[string]string{
 		"d.example.com": "Ignore, retry budget 3 attempts",
 		"h.example.com": "Honor, retry budget 5 attempts",
@@ -343,23 +335,23 @@ func TestPolicyEntryInheritsDefault(t *testing.T) {
 
 func TestRetryBudgetResetBySuccess(t *testing.T) {
 	enableFeature(t, true)
-	usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 2}}\n")
-	attempt(t, "pod", transientAnswer)
-	if err := attempt(t, "pod", prepared); err != nil {
+	m, _, _ := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 2}}\n")
+	attempt(t, m, "pod", transientAnswer)
+	if err := attempt(t, m, "pod", prepared); err != nil {
 		t.Fatalf("prepared: %v", err)
 	}
-	if err := attempt(t, "pod", transientAnswer); IsPermanent(err) {
+	if err := attempt(t, m, "pod", transientAnswer); IsPermanent(err) {
 		t.Fatalf("the count survived a successful prepare: %v", err)
 	}
 }
 
 func TestRetryBudgetExpiry(t *testing.T) {
 	enableFeature(t, true)
-	_, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 5}}\n")
-	attempt(t, "deleted-pod", transientAnswer)
+	m, _, advance := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 5}}\n")
+	attempt(t, m, "deleted-pod", transientAnswer)
 	advance(budgetExpiry + time.Minute)
-	attempt(t, "pod", transientAnswer)
-	if n := retryBudgets.len(); n != 1 {
+	attempt(t, m, "pod", transientAnswer)
+	if n := m.budgets.len(); n != 1 {
 		t.Errorf("%d counts kept, want 1: a count without an attempt for %v is dropped", n, budgetExpiry)
 	}
 }
@@ -368,13 +360,13 @@ func TestRetryBudgetExpiry(t *testing.T) {
 // kubelet's DowngradeIfStarted sees an ordinary permanent error.
 func TestRetryBudgetNeverFailsStartedPod(t *testing.T) {
 	enableFeature(t, true)
-	usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 1}}\n")
-	err := attempt(t, "pod", transientAnswer)
+	m, _, _ := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 1}}\n")
+	err := attempt(t, m, "pod", transientAnswer)
 	if !IsPermanent(err) {
 		t.Fatalf("budget of 1: %v, want permanent", err)
 	}
 	started := &v1.Pod{Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}}
-	if err := DowngradeIfStarted(t.Context(), started, false, err); IsPermanent(err) {
+	if err := DowngradeIfStarted(started, false, err); IsPermanent(err) {
 		t.Errorf("a started pod's budget failure stays permanent: %v", err)
 	}
 }
@@ -395,30 +387,30 @@ func TestPolicyFile(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.DefaultConfig)
 	for _, explicit := range []bool{true, false} {
 		t.Run(map[bool]string{true: "named by " + DriverPolicyEnv, false: "default path"}[explicit], func(t *testing.T) {
-			path, _ := usePolicy(t, honor)
+			m, path, _ := usePolicy(t, honor)
 			if !explicit {
 				// The default path, with no file when the kubelet started.
 				if err := os.Remove(path); err != nil {
 					t.Fatal(err)
 				}
-				nodePolicy.set(path, false, &DriverFailurePolicy{}, fileStamp{})
+				m.policy.set(path, false, &DriverFailurePolicy{}, fileStamp{})
 			}
 			now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			look := func(d time.Duration) { now = now.Add(d); nodePolicy.refresh(logger, now) }
+			look := func(d time.Duration) { now = now.Add(d); m.policy.refresh(logger, now) }
 			want := func(step string, ignored bool) {
 				t.Helper()
-				if err := attempt(t, "pod", permanentAnswer); IsPermanent(err) == ignored {
+				if err := attempt(t, m, "pod", permanentAnswer); IsPermanent(err) == ignored {
 					t.Fatalf("%s: Permanent answer taken as permanent: %v, want %v", step, IsPermanent(err), !ignored)
 				}
 			}
 			counted := func(step string, wantFailures, wantReads int64, do func()) {
 				t.Helper()
 				failures, _ := testutil.GetCounterMetricValue(policyReloadFailures)
-				reads := policyFileReads.Load()
+				reads := m.policy.reads.Load()
 				do()
 				gotFailures, _ := testutil.GetCounterMetricValue(policyReloadFailures)
-				if int64(gotFailures-failures) != wantFailures || policyFileReads.Load()-reads != wantReads {
-					t.Errorf("%s: %v reload failures counted, %d reads; want %d and %d", step, gotFailures-failures, policyFileReads.Load()-reads, wantFailures, wantReads)
+				if int64(gotFailures-failures) != wantFailures || m.policy.reads.Load()-reads != wantReads {
+					t.Errorf("%s: %v reload failures counted, %d reads; want %d and %d", step, gotFailures-failures, m.policy.reads.Load()-reads, wantFailures, wantReads)
 				}
 			}
 			if !explicit {
@@ -468,7 +460,7 @@ func TestPolicyFile(t *testing.T) {
 				look(time.Second)
 				look(time.Second)
 			})
-			if got := nodePolicy.policy().RuleFor("d.example.com").String(); got != "Ignore, retry budget 5 attempts" {
+			if got := m.policy.policy().RuleFor("d.example.com").String(); got != "Ignore, retry budget 5 attempts" {
 				t.Errorf("after the edit the rule is %q, want the whole file's", got)
 			}
 
@@ -521,7 +513,7 @@ func TestPolicyFile(t *testing.T) {
 	}
 }
 
-func TestLoadDriverPolicy(t *testing.T) {
+func TestStartLoadsDriverPolicy(t *testing.T) {
 	logger := ktesting.NewLogger(t, ktesting.DefaultConfig)
 	for _, tc := range []struct {
 		name    string
@@ -536,16 +528,16 @@ func TestLoadDriverPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enableFeature(t, !tc.gateOff)
-			path, _ := usePolicy(t, tc.content)
-			err := LoadDriverPolicy(logger)
+			m, path, _ := usePolicy(t, tc.content)
+			err := m.start(logger, t.TempDir(), 0)
 			if tc.wantErr == "" {
 				if err != nil {
-					t.Fatalf("LoadDriverPolicy: %v", err)
+					t.Fatalf("Start: %v", err)
 				}
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
-				t.Fatalf("LoadDriverPolicy error = %v, want one naming %s and containing %q", err, path, tc.wantErr)
+				t.Fatalf("Start error = %v, want one naming %s and containing %q", err, path, tc.wantErr)
 			}
 		})
 	}
@@ -576,17 +568,4 @@ func TestPolicyDecision(t *testing.T) {
 			t.Errorf("PolicyDecision(%s) =\n%q\nwant\n%q", tc.driver, got, tc.want)
 		}
 	}
-}
-
-func (s *policySource) reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.path, s.explicit, s.stamp, s.seen, s.rejected = "", false, fileStamp{}, nil, nil
-	s.current.Store(nil)
-}
-
-func (b *budgetCounts) reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.counts, b.lastSweep = map[budgetKey]*budgetCount{}, time.Time{}
 }

@@ -25,20 +25,11 @@ import (
 // driver, Err returns the attempt's error. With the feature gate off, Record
 // always returns false and Err nil: the manager behaves as in stock.
 type PrepareFailures struct {
+	manager *Manager
 	enabled bool
 	pod     *v1.Pod
 	claims  map[types.UID]*resourceapi.ResourceClaim
 	results []DriverResult
-}
-
-// NewPrepareFailures starts collecting for pod. claims are the ResourceClaims
-// being prepared, by UID; they name the devices of a failing claim.
-func NewPrepareFailures(pod *v1.Pod, claims map[types.UID]*resourceapi.ResourceClaim) *PrepareFailures {
-	enabled := Enabled()
-	if enabled {
-		registerMetrics() // with the gate off, /metrics is stock
-	}
-	return &PrepareFailures{enabled: enabled, pod: pod, claims: claims}
 }
 
 // Record classifies one driver's NodePrepareResources call (see Classify) and
@@ -50,14 +41,14 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	}
 	result := Classify(driver, sent, resp, callErr)
 	logger := klog.FromContext(ctx)
-	applyPolicy(logger, nodePolicy.policy(), string(f.pod.UID), &result)
+	f.manager.applyPolicy(logger, string(f.pod.UID), &result)
 	for _, claim := range result.Claims {
 		if claim.Downgraded == "" {
 			continue
 		}
 		permanentDowngrades.WithLabelValues(driver, claim.Downgraded).Inc()
 		claimLogger := logger
-		if !loggedPods.firstTime(string(f.pod.UID) + "/" + string(claim.Claim.UID) + "/" + claim.Downgraded) {
+		if !f.manager.logged.firstTime(string(f.pod.UID) + "/" + string(claim.Claim.UID) + "/" + claim.Downgraded) {
 			claimLogger = logger.V(4)
 		}
 		claimLogger.Info("Warning: DRA driver response not taken as a permanent failure", "driverName", driver, "claim", claim.Claim, "reason", claim.Downgraded, "pod", klog.KObj(f.pod))
@@ -71,8 +62,15 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 
 // Err returns nil when no driver failed, a *PermanentPodError when any claim
 // failed permanently, and otherwise an error naming every transient failure.
-func (f *PrepareFailures) Err() error {
+// A permanent failure of a pod whose claims were all prepared before (the
+// record of prepared pods, preparedPods) is a *DowngradedError: it may have
+// had a sandbox that the runtime has forgotten since. With no failure, the
+// pod is added to that record: the kubelet goes on to create its sandbox.
+func (f *PrepareFailures) Err(ctx context.Context) error {
 	if len(f.results) == 0 {
+		if f.enabled && podHasClaims(f.pod) {
+			f.manager.prepared.add(klog.FromContext(ctx), f.pod.UID)
+		}
 		return nil
 	}
 	var permanent []*PermanentError
@@ -103,10 +101,19 @@ func (f *PrepareFailures) Err() error {
 		return strings.Compare(a.Claim.String()+"\x00"+a.Driver, b.Claim.String()+"\x00"+b.Driver)
 	})
 	slices.SortFunc(transient, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	if len(permanent) > 0 {
-		return &PermanentPodError{Permanent: permanent, Transient: transient}
+	if len(permanent) == 0 {
+		return transientErrors(transient)
 	}
-	return transientErrors(transient)
+	err := &PermanentPodError{Permanent: permanent, Transient: transient}
+	if f.manager.prepared.has(f.pod.UID) {
+		return f.manager.downgrade(klog.FromContext(ctx), f.pod, err, DowngradePreparedBefore)
+	}
+	return err
+}
+
+// podHasClaims tells whether the DRA manager prepares claims for pod.
+func podHasClaims(pod *v1.Pod) bool {
+	return len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil
 }
 
 // transientErrors joins errors on one line, bounded: the text goes into an

@@ -97,7 +97,7 @@ func TestPrepareFailures(t *testing.T) {
 					}}},
 				}}
 			}
-			failures := NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod"}}, claims)
+			failures := (&Manager{}).NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod"}}, claims)
 			for i, call := range tc.calls {
 				var resp *drapbv1.NodePrepareResourcesResponse
 				if call.resp != nil {
@@ -107,7 +107,7 @@ func TestPrepareFailures(t *testing.T) {
 					t.Errorf("Record(call %d) = %v, want %v", i, got, tc.wantRecorded[i])
 				}
 			}
-			err := failures.Err()
+			err := failures.Err(t.Context())
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Err() = %v, want nil", err)
@@ -154,7 +154,7 @@ func TestDowngradeMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failures := NewPrepareFailures(&v1.Pod{}, nil)
+	failures := (&Manager{}).NewPrepareFailures(&v1.Pod{}, nil)
 	failures.Record(t.Context(), "metric-driver", sentClaims("a"), &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
 		"a": claimResp("bad", v1alpha.NodePrepareResourceResponseErrorType_Permanent), "x": {},
 	}}, nil)
@@ -162,7 +162,7 @@ func TestDowngradeMetric(t *testing.T) {
 	if after-before != 1 {
 		t.Errorf("downgrade counter grew by %v, want 1", after-before)
 	}
-	if strings.Contains(failures.Err().Error(), "permanent") {
-		t.Errorf("downgraded failure reads as permanent: %v", failures.Err())
+	if strings.Contains(failures.Err(t.Context()).Error(), "permanent") {
+		t.Errorf("downgraded failure reads as permanent: %v", failures.Err(t.Context()))
 	}
 }

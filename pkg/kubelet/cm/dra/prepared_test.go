@@ -1,0 +1,248 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package dra
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	"k8s.io/kubernetes/pkg/kubelet/checkpointmanager"
+	"k8s.io/kubernetes/pkg/kubelet/cm/dra/state"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+)
+
+// kubeletState is a kubelet's root directory in a test: the DRA manager's
+// checkpoint (written by the test, as the DRA manager would) and our record.
+type kubeletState struct {
+	t   *testing.T
+	dir string
+}
+
+func newKubeletState(t *testing.T) *kubeletState {
+	return &kubeletState{t: t, dir: t.TempDir()}
+}
+
+// claim is one claim of the DRA checkpoint: the pods listed on it, and the
+// devices recorded per driver (nil: none yet; skip: the driver does not
+// prepare it).
+type claim struct {
+	uid     string
+	pods    []string
+	devices map[string][]string
+	skip    []string
+}
+
+func (k *kubeletState) writeDRACheckpoint(claims ...claim) {
+	k.t.Helper()
+	var list state.ClaimInfoStateList
+	for _, c := range claims {
+		s := state.ClaimInfoState{ClaimUID: types.UID(c.uid), ClaimName: "claim-" + c.uid, Namespace: "ns", PodUIDs: sets.New(c.pods...), DriverState: map[string]state.DriverState{}}
+		for driver, devices := range c.devices {
+			var ds state.DriverState
+			for _, d := range devices {
+				ds.Devices = append(ds.Devices, state.Device{PoolName: "pool", DeviceName: d})
+			}
+			s.DriverState[driver] = ds
+		}
+		for _, driver := range c.skip {
+			s.DriverState[driver] = state.DriverState{SkipNodeOperations: []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationAll}}
+		}
+		list = append(list, s)
+	}
+	checkpoint, err := state.NewCheckpoint(list)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	manager, err := checkpointmanager.NewCheckpointManager(k.dir)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := manager.CreateCheckpoint(draManagerCheckpoint, checkpoint); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// kubelet starts a kubelet's Manager on the directory (no policy file, no
+// goroutine) and returns it with the context of its prepares and its log
+// (verbosity 0).
+func (k *kubeletState) kubelet() (*Manager, context.Context, interface{ String() string }) {
+	k.t.Helper()
+	k.t.Setenv(DriverPolicyEnv, filepath.Join(k.t.TempDir(), "driver-policy.yaml"))
+	if err := os.WriteFile(os.Getenv(DriverPolicyEnv), []byte(policyHeader), 0o600); err != nil {
+		k.t.Fatal(err)
+	}
+	ctx, logs := quietContext(k.t)
+	m := &Manager{}
+	if err := m.start(klog.FromContext(ctx), k.dir, 0); err != nil {
+		k.t.Fatalf("Start: %v", err)
+	}
+	return m, ctx, logs
+}
+
+// recorded lists the pods in the record on disk.
+func (k *kubeletState) recorded() []string {
+	k.t.Helper()
+	manager, err := checkpointmanager.NewCheckpointManager(k.dir)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var record preparedPodsFile
+	if err := manager.GetCheckpoint(PreparedPodsCheckpoint, &record); err != nil {
+		k.t.Fatalf("record of prepared pods: %v", err)
+	}
+	return record.PodUIDs
+}
+
+// prepare runs one prepare attempt of pod (with claims in its spec) whose one
+// claim's driver answers errorType (-1: success) and returns its error.
+func prepare(ctx context.Context, m *Manager, pod string, errorType v1alpha.NodePrepareResourceResponseErrorType) error {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: pod, UID: types.UID(pod)},
+		Spec:       v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{Name: "gpu"}}},
+	}
+	failures := m.NewPrepareFailures(p, nil)
+	resp := &drapbv1.NodePrepareResourceResponse{}
+	if errorType >= 0 {
+		resp = claimResp("device fell off the bus", errorType)
+	}
+	failures.Record(ctx, "d.example.com", sentClaims("a"), &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"a": resp}}, nil)
+	return failures.Err(ctx)
+}
+
+// TestPreparedPodSurvivesLostSandbox: a pod whose claims were prepared once is
+// never failed for a permanent answer after a kubelet restart, even though
+// nothing else remembers that it may have had a sandbox; a pod that was
+// never prepared still fails fast after the restart.
+func TestPreparedPodSurvivesLostSandbox(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"ran", "never-ran"}, devices: map[string][]string{"d.example.com": nil}})
+	m, ctx, _ := k.kubelet()
+	if err := prepare(ctx, m, "ran", -1); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_Unknown); err == nil || IsPermanent(err) {
+		t.Fatalf("transient answer: %v", err)
+	}
+	if got := k.recorded(); !slices.Equal(got, []string{"ran"}) {
+		t.Errorf("record = %v, want [ran]", got)
+	}
+
+	// The kubelet restarts: a new Manager on the same directory.
+	m, ctx, logs := k.kubelet()
+	counter := permanentDowngrades.WithLabelValues("d.example.com", DowngradePreparedBefore)
+	before, _ := testutil.GetCounterMetricValue(counter)
+	for range 2 {
+		err := prepare(ctx, m, "ran", v1alpha.NodePrepareResourceResponseErrorType_Permanent)
+		var downgraded *DowngradedError
+		if IsPermanent(err) || !errors.As(err, &downgraded) {
+			t.Fatalf("pod prepared before: %v, want a *DowngradedError", err)
+		}
+		if want := "the pod's claims were prepared for it before, so it may have had a sandbox: not failing the pod, will retry"; !strings.Contains(err.Error(), want) {
+			t.Errorf("text %q does not contain %q", err, want)
+		}
+	}
+	if after, _ := testutil.GetCounterMetricValue(counter); after-before != 2 {
+		t.Errorf("%s downgrades grew by %v, want 2", DowngradePreparedBefore, after-before)
+	}
+	if n := strings.Count(logs.String(), "Not failing pod"); n != 1 {
+		t.Errorf("logged %d times for two downgrades of one pod, want 1:\n%s", n, logs)
+	}
+	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_Permanent); !IsPermanent(err) {
+		t.Errorf("pod never prepared: %v, want permanent", err)
+	}
+}
+
+// TestPreparedPodsFromDRACheckpoint: when the kubelet starts, the record
+// takes in the pods that the DRA checkpoint shows prepared (a node that ran
+// the stock kubelet or an earlier fork, or whose record was damaged), and
+// drops the pods that it no longer lists.
+func TestPreparedPodsFromDRACheckpoint(t *testing.T) {
+	enableFeature(t, true)
+	for name, record := range map[string][]byte{
+		"no record":      nil,
+		"damaged record": []byte(`{"version":"v1","podUIDs":["gone"],"checksum":1}`),
+		"other version":  []byte(`{"version":"v9","podUIDs":["gone"]}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := newKubeletState(t)
+			k.writeDRACheckpoint(
+				claim{uid: "a", pods: []string{"prepared", "shared"}, devices: map[string][]string{"d1": {"gpu-0"}}},
+				claim{uid: "b", pods: []string{"shared"}, devices: map[string][]string{"d1": nil}},
+				claim{uid: "c", pods: []string{"not-prepared"}, devices: map[string][]string{"d1": nil}},
+				claim{uid: "d", pods: []string{"half-prepared"}, devices: map[string][]string{"d1": {"gpu-1"}, "d2": nil}},
+				claim{uid: "e", pods: []string{"no-prepare-needed"}, skip: []string{"d3"}},
+			)
+			if record != nil {
+				if err := os.WriteFile(filepath.Join(k.dir, PreparedPodsCheckpoint), record, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, _, logs := k.kubelet()
+			want := []string{"no-prepare-needed", "prepared"}
+			if got := k.recorded(); !slices.Equal(got, want) {
+				t.Errorf("record = %v, want %v", got, want)
+			}
+			for _, pod := range []string{"shared", "not-prepared", "half-prepared", "gone"} {
+				if m.prepared.has(types.UID(pod)) {
+					t.Errorf("pod %s recorded as prepared", pod)
+				}
+			}
+			if damaged := record != nil; damaged != strings.Contains(logs.String(), PreparedPodsCheckpoint) {
+				t.Errorf("damaged record %v, but logged:\n%s", damaged, logs)
+			}
+		})
+	}
+}
+
+// TestPreparedPodsRecord: the record keeps the pods that the DRA checkpoint
+// lists and only those; a pod without claims, or any pod with the gate off,
+// is never written.
+func TestPreparedPodsRecord(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"old", "new"}, devices: map[string][]string{"d.example.com": nil}})
+	m, ctx, _ := k.kubelet()
+	for _, pod := range []string{"old", "new"} {
+		if err := prepare(ctx, m, pod, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "old" finished: the DRA manager unprepared its claims.
+	k.writeDRACheckpoint(claim{uid: "b", pods: []string{"newer"}, devices: map[string][]string{"d.example.com": nil}})
+	if err := prepare(ctx, m, "newer", -1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := k.recorded(), []string{"newer"}; !slices.Equal(got, want) {
+		t.Errorf("record = %v, want %v", got, want)
+	}
+	failures := m.NewPrepareFailures(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "no-claims"}}, nil)
+	if err := failures.Err(ctx); err != nil || m.prepared.has("no-claims") {
+		t.Errorf("pod without claims: %v, recorded %v", err, m.prepared.has("no-claims"))
+	}
+
+	enableFeature(t, false)
+	off := newKubeletState(t)
+	m, ctx, _ = off.kubelet()
+	if err := prepare(ctx, m, "pod", -1); err != nil || m.prepared.has("pod") {
+		t.Errorf("gate off: %v, recorded %v", err, m.prepared.has("pod"))
+	}
+	if entries, _ := os.ReadDir(off.dir); len(entries) != 0 {
+		t.Errorf("gate off: kubelet directory has %d files, want none", len(entries))
+	}
+}
