@@ -6,6 +6,8 @@ package bench
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,11 +99,16 @@ func (r *Results) Markdown() string {
 	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)
 	t.compare("driver unprepare calls", Number(s.Stock.UnprepareCalls), Number(s.Fork.UnprepareCalls), 0)
 	t.compare("kubelet Event writes", Number(s.Stock.KubeletEvents), Number(s.Fork.KubeletEvents), 0)
+	stockPerPod, stockEventsPerPod := s.Stock.requestsPerPod()
+	forkPerPod, forkEventsPerPod := s.Fork.requestsPerPod()
+	t.compare("node API requests per pod, Events apart (audit log)", stockPerPod, forkPerPod, 2)
+	t.compare("node Event writes per pod (audit log)", stockEventsPerPod, forkEventsPerPod, 2)
 	stockCPU, stockRequests := s.Stock.secondHalf()
 	forkCPU, forkRequests := s.Fork.secondHalf()
 	t.compare("kubelet CPU seconds, second half of the window", stockCPU, forkCPU, 2)
 	t.compare("kubelet API requests, second half of the window", stockRequests, forkRequests, 0)
 	fmt.Fprintf(&b, "\nThe second half of the window is the steady state: every pod has been admitted, the fork has failed its pods, and the stock kubelet keeps retrying.\n\n![Kubelet CPU over the storm window](%s)\n", StormCPUPlot)
+	writeRequestsPerPod(&b, s.Stock, s.Fork)
 
 	q := s.RaisedQPSFork
 	fmt.Fprintf(&b, "\n### 3b. Storm with the fork at kubeAPIQPS %d: %d pods, %s window\n\n", s.KubeletAPIQPS, q.Pods, time.Duration(q.WindowSeconds)*time.Second)
@@ -221,4 +228,32 @@ func spreadText(s Spread, digits int) string {
 		return "-"
 	}
 	return formatNumber(s.Min, digits) + "-" + formatNumber(s.Max, digits)
+}
+
+// writeRequestsPerPod breaks the storm's node requests per pod down by
+// request (the audit log): what failing a pod costs the fork, what retrying
+// it costs the stock kubelet over the window.
+func writeRequestsPerPod(b *strings.Builder, stock, fork StormRun) {
+	if stock.NodeRequests == nil && fork.NodeRequests == nil {
+		return
+	}
+	keys := map[string]bool{}
+	for k := range stock.NodeRequests {
+		keys[k] = true
+	}
+	for k := range fork.NodeRequests {
+		keys[k] = true
+	}
+	sorted := slices.Sorted(maps.Keys(keys))
+	fmt.Fprintf(b, "\nNode requests per pod over the window, by request (apiserver audit log):\n\n")
+	t := newTable(b, "per pod", "stock", "fork")
+	perPod := func(r StormRun, k string) string {
+		if r.Pods == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(float64(r.NodeRequests[k])/float64(r.Pods), 'f', 2, 64)
+	}
+	for _, k := range sorted {
+		t.row("`"+k+"`", perPod(stock, k), perPod(fork, k))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -256,6 +257,10 @@ type StormRun struct {
 	// KubeletEvents counts the kubelet's Event writes in the namespace
 	// (each Event's count: a repeated Event is one update each time).
 	KubeletEvents int `json:"kubeletEvents"`
+	// NodeRequests counts the node's requests in the namespace over the
+	// window, by "verb resource[/subresource]", from the apiserver's audit
+	// log (localcluster.Cluster.NodeRequests).
+	NodeRequests map[string]int `json:"nodeRequests,omitempty"`
 	// Timeline samples the kubelet's spending from the first create, ten
 	// times over the window.
 	Timeline []StormSample `json:"timeline"`
@@ -458,4 +463,22 @@ type Goal struct {
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
 	Met      bool   `json:"met"`
+}
+
+// requestsPerPod is NodeRequests per pod: the API requests without Events,
+// and the Event writes (the kubelet's Events have a rate limiter of their
+// own), NaN without an audit log.
+func (r StormRun) requestsPerPod() (api, events Number) {
+	if r.NodeRequests == nil || r.Pods == 0 {
+		return NaN, NaN
+	}
+	var a, e int
+	for request, n := range r.NodeRequests {
+		if strings.HasSuffix(request, " events") {
+			e += n
+		} else {
+			a += n
+		}
+	}
+	return Number(float64(a) / float64(r.Pods)), Number(float64(e) / float64(r.Pods))
 }

@@ -211,9 +211,14 @@ func (e *env) storm(ctx context.Context, scenario string, window time.Duration) 
 	if run.KubeletEvents, err = e.kubeletEvents(ctx, ns); err != nil {
 		return run, err
 	}
-	e.logf("%s on %s: %d of %d Failed (all in %s s, all bound in %s s, bound -> Failed p50 %s ms, max %s ms), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes",
+	if run.NodeRequests, err = e.c.NodeRequests(ns); err != nil {
+		return run, err
+	}
+	perPod, eventsPerPod := run.requestsPerPod()
+	e.logf("%s on %s: %d of %d Failed (all in %s s, all bound in %s s, bound -> Failed p50 %s ms, max %s ms), kubelet %.1f CPU s, %.0f API requests, %d prepare / %d unprepare calls, %d kubelet Event writes; per pod %s API requests and %s Events (audit: %v)",
 		scenario, e.current, run.Failed, run.Pods, formatNumber(run.AllFailedSeconds, 1), formatNumber(run.AllBoundSeconds, 1),
-		formatNumber(run.BoundToFailed.P50, 0), formatNumber(run.BoundToFailed.Max, 0), run.KubeletCPUSeconds, run.KubeletAPIRequests, run.PrepareCalls, run.UnprepareCalls, run.KubeletEvents)
+		formatNumber(run.BoundToFailed.P50, 0), formatNumber(run.BoundToFailed.Max, 0), run.KubeletCPUSeconds, run.KubeletAPIRequests, run.PrepareCalls, run.UnprepareCalls, run.KubeletEvents,
+		formatNumber(perPod, 2), formatNumber(eventsPerPod, 2), run.NodeRequests)
 	return run, nil
 }
 

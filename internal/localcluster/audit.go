@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 )
 
 // auditPolicy makes kube-apiserver record every pod status PATCH a node sends, with its body:
-// what a kubelet writes to the API, compared between kubelets by the tests. Nothing else is
-// recorded, so the log stays small and the apiserver's cost is one line per status patch.
+// what a kubelet writes to the API, compared between kubelets by the tests; and, without
+// bodies, every request a node makes about a pod (the pod, its status, its claims, its
+// service account token, its Events), counted per pod by the benchmark. Nothing else is
+// recorded, so the log stays small: one line per such request.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -26,6 +29,15 @@ rules:
   resources:
   - group: ""
     resources: ["pods/status"]
+- level: Metadata
+  userGroups: ["system:nodes"]
+  resources:
+  - group: ""
+    resources: ["pods", "pods/status", "serviceaccounts/token", "events", "configmaps", "secrets"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+  - group: "resource.k8s.io"
+    resources: ["resourceclaims"]
 - level: None
 `
 
@@ -54,47 +66,77 @@ type StatusPatch struct {
 	Body json.RawMessage
 }
 
-// StatusPatches returns the pod status PATCH requests the kubelet sent for pods of namespace,
-// in the order the apiserver completed them.
-func (c *Cluster) StatusPatches(namespace string) ([]StatusPatch, error) {
+// auditEvent is what the tests read of one audit log line.
+type auditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	ObjectRef struct {
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	StageTimestamp time.Time       `json:"stageTimestamp"`
+}
+
+// eachAuditEvent calls do for every completed request of the audit log in namespace.
+func (c *Cluster) eachAuditEvent(namespace string, do func(*auditEvent)) error {
 	f, err := os.Open(c.p.log("audit"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = f.Close() }()
-	var patches []StatusPatch
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 1<<20), 16<<20)
 	for scanner.Scan() {
-		var event struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			ObjectRef struct {
-				Namespace   string `json:"namespace"`
-				Name        string `json:"name"`
-				Subresource string `json:"subresource"`
-			} `json:"objectRef"`
-			User struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ResponseStatus struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-			RequestObject            json.RawMessage `json:"requestObject"`
-			StageTimestamp           time.Time       `json:"stageTimestamp"`
-			RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
-		}
+		var event auditEvent
 		if err := json.Unmarshal(scanner.Bytes(), &event); err != nil {
-			return nil, fmt.Errorf("audit log %s: %w", c.p.log("audit"), err)
+			return fmt.Errorf("audit log %s: %w", c.p.log("audit"), err)
 		}
-		if event.Stage != "ResponseComplete" || event.Verb != "patch" || event.ObjectRef.Subresource != "status" || event.ObjectRef.Namespace != namespace {
-			continue
+		if event.Stage == "ResponseComplete" && event.ObjectRef.Namespace == namespace {
+			do(&event)
 		}
-		patches = append(patches, StatusPatch{Time: event.StageTimestamp, Namespace: event.ObjectRef.Namespace, Pod: event.ObjectRef.Name,
-			User: event.User.Username, Code: event.ResponseStatus.Code, Body: event.RequestObject})
 	}
-	return patches, scanner.Err()
+	return scanner.Err()
+}
+
+// StatusPatches returns the pod status PATCH requests the kubelet sent for pods of namespace,
+// in the order the apiserver completed them.
+func (c *Cluster) StatusPatches(namespace string) ([]StatusPatch, error) {
+	var patches []StatusPatch
+	err := c.eachAuditEvent(namespace, func(event *auditEvent) {
+		if event.Verb == "patch" && event.ObjectRef.Subresource == "status" {
+			patches = append(patches, StatusPatch{Time: event.StageTimestamp, Namespace: event.ObjectRef.Namespace, Pod: event.ObjectRef.Name,
+				User: event.User.Username, Code: event.ResponseStatus.Code, Body: event.RequestObject})
+		}
+	})
+	return patches, err
+}
+
+// NodeRequests counts the requests that nodes made in namespace about pods, their status,
+// claims, service account tokens and Events, by "verb resource[/subresource]" (e.g.
+// "get pods", "patch pods/status", "create events"), from the apiserver's audit log.
+func (c *Cluster) NodeRequests(namespace string) (map[string]int, error) {
+	counts := map[string]int{}
+	err := c.eachAuditEvent(namespace, func(event *auditEvent) {
+		if !strings.HasPrefix(event.User.Username, "system:node:") {
+			return
+		}
+		resource := event.ObjectRef.Resource
+		if event.ObjectRef.Subresource != "" {
+			resource += "/" + event.ObjectRef.Subresource
+		}
+		counts[event.Verb+" "+resource]++
+	})
+	return counts, err
 }

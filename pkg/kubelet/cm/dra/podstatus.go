@@ -156,11 +156,14 @@ const neverStartedMessage = "The container never started: a DRA driver failed pe
 // API together, never one without the other.
 //
 //   - While upstream holds back the terminal phase (the pod could still have
-//     running containers or prepared claims), the condition and the
-//     never-started containers' waiting states are held back too
-//     (holdBackTerminalStatus), as upstream does for DisruptionTarget.
+//     running containers or prepared claims), the whole status is held
+//     back: the API's stays as it is (the condition, the never-started
+//     containers' waiting states, and Ready and ContainersReady, which say
+//     "PodFailed" for the Failed phase, would show the failure early; the
+//     rest changes nothing for a pod that never started a container), and
+//     the sync costs no PATCH.
 //   - A status that is Failed for that reason but lacks the condition is
-//     held back whole (phase, reason and message stay the API's). That is
+//     held back whole: the API's status is published unchanged. That is
 //     the minimal status kubelet.rejectPod caches: the status manager
 //     publishes statuses from a batch it captured earlier, so it can publish
 //     that one after the pod finished terminating, just before the full
@@ -179,38 +182,45 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 	_, hasCondition := conditionIndex(status)
 	if status.Phase != v1.PodFailed {
 		if hasCondition || hasNeverStartedMark(status) {
-			holdBackTerminalStatus(status, apiStatus)
+			// The terminal phase is held back: so is everything else. The
+			// pod never started a container; the API's status stays right
+			// until the terminal one, and the sync sends no PATCH.
+			*status = *apiStatus.DeepCopy()
 		}
 		return
 	}
 	if hasCondition || status.Reason != PodFailedReason {
 		return
 	}
-	if i, ok := conditionIndex(apiStatus); ok && apiStatus.Phase == v1.PodFailed && apiStatus.Conditions[i].Status == v1.ConditionTrue {
-		status.Conditions = append(slices.Clone(status.Conditions), apiStatus.Conditions[i])
-		return
-	}
-	status.Phase, status.Reason, status.Message = apiStatus.Phase, apiStatus.Reason, apiStatus.Message
+	// kubelet.rejectPod's minimal status: nothing but phase, reason and
+	// message, every other field empty. Published, it would clear the pod's
+	// conditions, container statuses and IPs in the API. The API's status
+	// stays as it is, whether it shows the full Failed status already or
+	// not yet.
+	*status = *apiStatus.DeepCopy()
 }
 
 // PublishNow tells the status manager's SetPodStatus to sync status even
 // when it equals the cached one: it is a rejected pod's full Failed status
 // (phase, reason and the PodConditionType condition) that the API does not
-// show yet (pod.Status is the kubelet's last view of the API). The status
-// manager holds that status back until the pod worker has finished
-// terminating the pod (claims unprepared). The pod worker then sets the same
-// status again (SyncTerminatedPod), which upstream ignores as unchanged, so
-// the status would wait for the next sync trigger: TerminatePod, after the
-// volume manager's unmount wait (polled every 300 ms), or the 10 s resync.
-// Forcing that update publishes it as soon as it may be published. A forced
-// update only triggers a sync: the hold-back still applies, and a sync that
-// changes nothing sends nothing. With the feature gate off it is false.
-func PublishNow(pod *v1.Pod, status *v1.PodStatus) bool {
+// show yet (pod.Status is the kubelet's last view of the API), and the pod
+// can no longer have running containers (safety: the status manager's
+// deletion safety provider, the kubelet), so the status may be published
+// now. The status manager holds that status back until the pod worker has
+// finished terminating the pod (claims unprepared). The pod worker then sets
+// the same status again (SyncTerminatedPod), which upstream ignores as
+// unchanged, so the status would wait for the next sync trigger:
+// TerminatePod, after the volume manager's unmount wait (polled every 300
+// ms), or the 10 s resync. Forcing that update publishes it as soon as it
+// may be published. Earlier statuses are not forced: each sync is a GET of
+// the pod, and one that must hold the status back publishes nothing. With
+// the feature gate off it is false.
+func PublishNow(pod *v1.Pod, status *v1.PodStatus, safety interface{ PodCouldHaveRunningContainers(*v1.Pod) bool }) bool {
 	if !Enabled() || status.Phase != v1.PodFailed || status.Reason != PodFailedReason || pod.Status.Phase == v1.PodFailed {
 		return false
 	}
 	_, ok := conditionIndex(status)
-	return ok
+	return ok && !safety.PodCouldHaveRunningContainers(pod)
 }
 
 func conditionIndex(status *v1.PodStatus) (int, bool) {
@@ -245,34 +255,6 @@ func hasNeverStartedMark(status *v1.PodStatus) bool {
 		}
 	}
 	return false
-}
-
-// holdBackTerminalStatus takes out what UpdatePodStatus added, the
-// PodConditionType condition and the never-started containers' marks, while
-// the terminal phase is held back (see MergePodStatus).
-// Containers get their state in the API back, or ContainerCreating.
-func holdBackTerminalStatus(status, apiStatus *v1.PodStatus) {
-	status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == PodConditionType })
-	// Copies: the caller's status shares its slices with the status cache.
-	status.InitContainerStatuses = slices.Clone(status.InitContainerStatuses)
-	status.ContainerStatuses = slices.Clone(status.ContainerStatuses)
-	for _, pair := range []struct{ statuses, api []v1.ContainerStatus }{
-		{status.InitContainerStatuses, apiStatus.InitContainerStatuses},
-		{status.ContainerStatuses, apiStatus.ContainerStatuses},
-	} {
-		for i := range pair.statuses {
-			c := &pair.statuses[i]
-			if !neverStartedMark(c) {
-				continue
-			}
-			c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
-			for j := range pair.api {
-				if api := &pair.api[j]; api.Name == c.Name && !neverStartedMark(api) {
-					c.State = *api.State.DeepCopy()
-				}
-			}
-		}
-	}
 }
 
 // podCondition returns old's PodConditionType condition when it is the

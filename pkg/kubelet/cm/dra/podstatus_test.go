@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -348,8 +349,8 @@ func TestAddFeatureGate(t *testing.T) {
 }
 
 // While the status manager holds a DRA-failed pod's phase back (containers
-// or prepared claims may remain), the condition and the never-started
-// containers' terminated states are held back too, restored from the API.
+// or prepared claims may remain), the whole status is held back: the API's
+// is published unchanged, and the cached status is left alone.
 func TestHoldBackTerminalStatus(t *testing.T) {
 	enableFeature(t, true)
 	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
@@ -357,27 +358,27 @@ func TestHoldBackTerminalStatus(t *testing.T) {
 	// Only never-started containers: UpdatePodStatus leaves a pod whose
 	// containers ran alone (TestUpdatePodStatus).
 	status := v1.PodStatus{
-		Phase:             v1.PodPending,
-		Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}},
+		Phase:             v1.PodPending, // held back by upstream's merge
+		Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed"}},
 		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: creating}, {Name: "sidecar", State: creating}},
 	}
 	UpdatePodStatus(&status, &rejected)
-	api := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app", Image: "api-image", State: creating}}}
+	status.Phase = v1.PodPending
+	api := v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady"}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "app", Image: "api-image", State: creating}}}
 	cached := status // shares the slices, like the status manager's cache
 
-	holdBackTerminalStatus(&status, &api)
+	MergePodStatus(&status, &api)
 
 	if len(cached.Conditions) != 2 || !IsNeverStartedMark(&cached.ContainerStatuses[0]) {
 		t.Errorf("the cached status changed: %+v", cached)
 	}
-
-	if len(status.Conditions) != 1 || status.Conditions[0].Type != v1.PodReady {
-		t.Errorf("conditions %+v, want only Ready: %s must wait for phase Failed", status.Conditions, PodConditionType)
+	if diff := cmp.Diff(api, status); diff != "" {
+		t.Errorf("held back status is not the API's (-api +published):\n%s", diff)
 	}
-	for _, c := range status.ContainerStatuses {
-		if c.State.Waiting == nil || c.State.Waiting.Reason != "ContainerCreating" || c.State.Terminated != nil {
-			t.Errorf("container %s state %+v, want ContainerCreating until the pod is terminal", c.Name, c.State)
-		}
+	status.ContainerStatuses[0].Image = "changed"
+	if api.ContainerStatuses[0].Image != "api-image" {
+		t.Error("the published status shares the API status's slices")
 	}
 }
 
@@ -410,6 +411,44 @@ func TestAddFeatureGateOrder(t *testing.T) {
 			t.Errorf("spec %+v, want upstream's (Beta, on)", spec)
 		}
 	})
+}
+
+// While the terminal phase is held back, the status of a rejected pod
+// changes nothing in the API: the generated Ready and ContainersReady
+// ("PodFailed") give way to the API's, so that the sync sends no PATCH.
+func TestMergePodStatusHeldBackChangesNothing(t *testing.T) {
+	enableFeature(t, true)
+	notReady := func(reason string) []v1.PodCondition {
+		return []v1.PodCondition{
+			{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reason},
+			{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: reason},
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+		}
+	}
+	waiting := []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	api := v1.PodStatus{Phase: v1.PodPending, Conditions: notReady("ContainersNotReady"), ContainerStatuses: waiting}
+	// What generateAPIPodStatus and UpdatePodStatus make of the rejected
+	// pod, with the phase held back by upstream's merge.
+	status := v1.PodStatus{Phase: v1.PodFailed, Conditions: notReady("PodFailed"), ContainerStatuses: slices.Clone(waiting)}
+	old := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "boom"}
+	UpdatePodStatus(&status, &old)
+	status.Phase, status.Reason, status.Message = api.Phase, api.Reason, api.Message
+	MergePodStatus(&status, &api)
+	if diff := cmp.Diff(api, status); diff != "" {
+		t.Errorf("held-back status differs from the API's (-api +published):\n%s", diff)
+	}
+	// kubelet.rejectPod's minimal status (phase, reason, message and
+	// nothing else), before and after the full status reached the API.
+	published := *status.DeepCopy()
+	published.Phase, published.Reason, published.Message = v1.PodFailed, PodFailedReason, "boom"
+	UpdatePodStatus(&published, &old)
+	for _, apiStatus := range []v1.PodStatus{api, published} {
+		minimal := old
+		MergePodStatus(&minimal, &apiStatus)
+		if diff := cmp.Diff(apiStatus, minimal); diff != "" {
+			t.Errorf("minimal status published over API phase %s (-api +published):\n%s", apiStatus.Phase, diff)
+		}
+	}
 }
 
 // MergePodStatus keeps phase Failed (for a DRA failure) and the condition
@@ -567,11 +606,14 @@ func TestPublishNow(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		gateOff bool
+		// running: the pod worker has not finished terminating the pod.
+		running bool
 		pod     *v1.Pod
 		status  v1.PodStatus
 		want    bool
 	}{
 		{name: "full status, API still pending", pod: pending, status: full, want: true},
+		{name: "full status, pod still terminating", running: true, pod: pending, status: full},
 		{name: "API already failed", pod: failed, status: full},
 		{name: "minimal status without the condition", pod: pending, status: rejected},
 		{name: "another reason", pod: pending, status: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Conditions: full.Conditions}},
@@ -580,9 +622,15 @@ func TestPublishNow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enableFeature(t, !tc.gateOff)
-			if got := PublishNow(tc.pod, &tc.status); got != tc.want {
+			if got := PublishNow(tc.pod, &tc.status, couldHaveRunningContainers(tc.running)); got != tc.want {
 				t.Errorf("PublishNow = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
+
+// couldHaveRunningContainers is the status manager's deletion safety
+// provider in tests: what the pod worker says of every pod.
+type couldHaveRunningContainers bool
+
+func (c couldHaveRunningContainers) PodCouldHaveRunningContainers(*v1.Pod) bool { return bool(c) }
