@@ -198,6 +198,7 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 			if !stats.Permanent {
 				t.Errorf("driver did not report a permanent error: %+v", stats)
 			}
+			checkRequestsOfFailedPod(t, ns)
 			pod = getPod(t, ns, "app")
 			if pod.Status.Phase != v1.PodFailed || len(e2eframework.StartedContainers(pod)) > 0 {
 				t.Errorf("pod changed after failing: %+v", pod.Status)
@@ -205,6 +206,27 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 			deleteAndCheckNoLeaks(t, ns, driver)
 		})
 	}
+}
+
+// checkRequestsOfFailedPod checks the node's requests about the one pod of
+// ns, failed at its first sync, against the upstream minimum: the stock
+// kubelet's first sync (the claim, then one GET and one PATCH of the status,
+// Pending), one GET and one PATCH for the Failed status, and the GET of the
+// sync that TerminatePod forces at the end of every pod's termination,
+// stock or fork. Statuses that the status manager holds back while the pod
+// terminates cost nothing (they cost a GET each before).
+func checkRequestsOfFailedPod(t *testing.T, ns string) {
+	t.Helper()
+	requests, err := cluster.NodeRequests(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for request, most := range map[string]int{"get pods": 3, "patch pods/status": 2, "get resourceclaims": 1} {
+		if requests[request] > most {
+			t.Errorf("the node sent %d %q requests for the failed pod, want at most %d; all: %v", requests[request], request, most, requests)
+		}
+	}
+	t.Logf("node requests for the failed pod: %v", requests)
 }
 
 // (b) A transient failure keeps the pod pending, then it runs once the

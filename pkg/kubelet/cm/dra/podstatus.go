@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -161,7 +162,8 @@ const neverStartedMessage = "The container never started: a DRA driver failed pe
 //     containers' waiting states, and Ready and ContainersReady, which say
 //     "PodFailed" for the Failed phase, would show the failure early; the
 //     rest changes nothing for a pod that never started a container), and
-//     the sync costs no PATCH.
+//     the sync costs no PATCH. (SkipsSync spares the GET before it, for
+//     the statuses whose pod the pod manager knows.)
 //   - A status that is Failed for that reason but lacks the condition is
 //     held back whole: the API's status is published unchanged. That is
 //     the minimal status kubelet.rejectPod caches: the status manager
@@ -221,6 +223,32 @@ func PublishNow(pod *v1.Pod, status *v1.PodStatus, safety interface{ PodCouldHav
 	}
 	_, ok := conditionIndex(status)
 	return ok && !safety.PodCouldHaveRunningContainers(pod)
+}
+
+// SkipsSync tells the status manager's syncPod, before it GETs the pod,
+// that a sync of status (the status manager's cached status for pod uid)
+// would publish nothing, because MergePodStatus holds it back whole: it is
+// kubelet.rejectPod's minimal status, or the full Failed status of a
+// rejected pod that could still have running containers or prepared claims
+// (pods: the kubelet's pod manager, whose copy of the pod is the kubelet's
+// last view of the API; safety: the status manager's deletion safety
+// provider). Each such sync would cost a GET of the pod and no PATCH: two
+// per failed pod (the statuses of rejectPod and of SyncTerminatingPod).
+// The sync is not marked done, so the status manager's resync (every 10 s)
+// asks again; the Failed status is published when it may be, forced by
+// PublishNow. When it is false, MergePodStatus still decides on the API's
+// own status. With the feature gate off it is false.
+func SkipsSync(pods interface {
+	GetPodByUID(types.UID) (*v1.Pod, bool)
+}, safety interface{ PodCouldHaveRunningContainers(*v1.Pod) bool }, uid types.UID, status *v1.PodStatus) bool {
+	if !Enabled() || status.Phase != v1.PodFailed || status.Reason != PodFailedReason {
+		return false
+	}
+	if _, ok := conditionIndex(status); !ok {
+		return true
+	}
+	pod, ok := pods.GetPodByUID(uid)
+	return ok && pod.Status.Phase != v1.PodFailed && pod.Status.Phase != v1.PodSucceeded && safety.PodCouldHaveRunningContainers(pod)
 }
 
 func conditionIndex(status *v1.PodStatus) (int, bool) {

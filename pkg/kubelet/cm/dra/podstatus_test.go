@@ -634,3 +634,71 @@ func TestPublishNow(t *testing.T) {
 type couldHaveRunningContainers bool
 
 func (c couldHaveRunningContainers) PodCouldHaveRunningContainers(*v1.Pod) bool { return bool(c) }
+
+// podsByUID is the status manager's pod manager in tests.
+type podsByUID map[types.UID]*v1.Pod
+
+func (p podsByUID) GetPodByUID(uid types.UID) (*v1.Pod, bool) {
+	pod, ok := p[uid]
+	return pod, ok
+}
+
+// SkipsSync skips exactly syncs that would publish nothing: for each case it
+// skips, upstream's merge (the terminal phase held back while the pod could
+// have running containers) followed by MergePodStatus gives the API's own
+// status.
+func TestSkipsSync(t *testing.T) {
+	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "Pod was rejected: boom"}
+	full := v1.PodStatus{Phase: v1.PodFailed, ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}
+	enableFeature(t, true)
+	UpdatePodStatus(&full, &rejected)
+	api := v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady"}}}
+	pods := podsByUID{"pending": {Status: api}, "failed": {Status: full}}
+	for _, tc := range []struct {
+		name    string
+		gateOff bool
+		running bool
+		uid     types.UID
+		status  v1.PodStatus
+		want    bool
+	}{
+		{name: "minimal status, pod still terminating", running: true, uid: "pending", status: rejected, want: true},
+		{name: "minimal status, pod terminated", uid: "pending", status: rejected, want: true},
+		{name: "full status, pod still terminating", running: true, uid: "pending", status: full, want: true},
+		{name: "full status, pod terminated", uid: "pending", status: full},
+		{name: "full status, API already failed", running: true, uid: "failed", status: full},
+		{name: "full status, pod unknown to the pod manager", running: true, uid: "gone", status: full},
+		{name: "another reason", running: true, uid: "pending", status: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu"}},
+		{name: "not failed", running: true, uid: "pending", status: v1.PodStatus{Phase: v1.PodPending}},
+		{name: "gate off", gateOff: true, running: true, uid: "pending", status: rejected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enableFeature(t, !tc.gateOff)
+			status := *tc.status.DeepCopy()
+			if got := SkipsSync(pods, couldHaveRunningContainers(tc.running), tc.uid, &status); got != tc.want {
+				t.Fatalf("SkipsSync = %v, want %v", got, tc.want)
+			}
+			if diff := cmp.Diff(tc.status, status); diff != "" {
+				t.Errorf("SkipsSync changed the status (-before +after):\n%s", diff)
+			}
+			if !tc.want {
+				return
+			}
+			if tc.running {
+				if _, ok := conditionIndex(&status); !ok {
+					// Upstream's merge gives rejectPod's minimal status the
+					// API's phase, reason and message: MergePodStatus can no
+					// longer tell it, and it would clear the API's
+					// conditions. Only SkipsSync holds it back.
+					return
+				}
+				// upstream's merge holds the terminal phase back
+				status.Phase, status.Reason, status.Message = api.Phase, api.Reason, api.Message
+			}
+			MergePodStatus(&status, &api)
+			if diff := cmp.Diff(api, status); diff != "" {
+				t.Errorf("a skipped sync would have published (-api +published):\n%s", diff)
+			}
+		})
+	}
+}

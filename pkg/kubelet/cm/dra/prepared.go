@@ -59,6 +59,15 @@ type preparedPods struct {
 	mu sync.Mutex
 	// uids is nil until load or the first add.
 	uids sets.Set[types.UID]
+	// fresh are the pods added since the last write began: kept when that
+	// write drops the pods the DRA checkpoint no longer lists.
+	fresh sets.Set[types.UID]
+	// changes counts the adds; written is the count that the file holds.
+	changes, written uint64
+	// writing serializes writes of the file. They happen outside mu, so
+	// has never waits behind a write; adds that come during a write share
+	// the next one.
+	writing sync.Mutex
 	// checkpoints is the kubelet's root directory; nil: memory only.
 	checkpoints checkpointmanager.CheckpointManager
 	// dir is that directory, for messages.
@@ -70,7 +79,7 @@ type preparedPods struct {
 func (p *preparedPods) load(logger klog.Logger, stateDir string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.uids = sets.New[types.UID]()
+	p.uids, p.fresh = sets.New[types.UID](), sets.New[types.UID]()
 	checkpoints, err := checkpointmanager.NewCheckpointManager(stateDir)
 	if err != nil {
 		logger.Error(err, "DRA: record of prepared pods kept in memory only", "dir", stateDir)
@@ -94,36 +103,63 @@ func (p *preparedPods) load(logger klog.Logger, stateDir string) {
 	}
 	recorded := p.uids.Len()
 	p.uids = p.uids.Intersection(podsOnClaims(claims)).Union(podsPrepared(claims))
-	if err := p.store(); err != nil {
+	if err := checkpoints.CreateCheckpoint(PreparedPodsCheckpoint, p.record()); err != nil {
 		logger.Error(err, "DRA: record of prepared pods not written", "dir", stateDir, "checkpoint", PreparedPodsCheckpoint)
 	}
 	logger.V(2).Info("DRA: record of prepared pods loaded", "recorded", recorded, "pods", p.uids.Len())
 }
 
-// add records that pod uid's claims were prepared. Only the first call for
-// a pod writes; it also drops the pods that the DRA checkpoint no longer
-// lists.
+// add records that pod uid's claims were prepared, in the file before it
+// returns. Only the first call for a pod writes; the write also drops the
+// pods that the DRA checkpoint no longer lists.
 func (p *preparedPods) add(logger klog.Logger, uid types.UID) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.uids.Has(uid) {
+		p.mu.Unlock()
 		return
 	}
 	if p.uids == nil {
-		p.uids = sets.New[types.UID]()
+		p.uids, p.fresh = sets.New[types.UID](), sets.New[types.UID]()
 	}
 	p.uids.Insert(uid)
-	if p.checkpoints == nil {
+	p.fresh.Insert(uid)
+	p.changes++
+	memoryOnly := p.checkpoints == nil
+	p.mu.Unlock()
+	if memoryOnly {
 		return
 	}
-	if claims, err := p.draClaims(); err == nil {
-		listed := podsOnClaims(claims)
-		listed.Insert(uid)
-		p.uids = p.uids.Intersection(listed)
-	}
-	if err := p.store(); err != nil {
+	if err := p.write(); err != nil {
 		logger.Error(err, "DRA: record of prepared pods not written; after a kubelet restart this pod may be failed for a permanent driver answer although it had a sandbox", "podUID", uid, "dir", p.dir, "checkpoint", PreparedPodsCheckpoint)
 	}
+}
+
+// write brings the file up to date with the record, unless a write that
+// began after the caller's add did so already.
+func (p *preparedPods) write() error {
+	p.writing.Lock()
+	defer p.writing.Unlock()
+	p.mu.Lock()
+	done := p.written == p.changes
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	claims, err := p.draClaims()
+	p.mu.Lock()
+	if err == nil {
+		p.uids = p.uids.Intersection(podsOnClaims(claims).Union(p.fresh))
+	}
+	p.fresh = sets.New[types.UID]()
+	record, changes := p.record(), p.changes
+	p.mu.Unlock()
+	if err := p.checkpoints.CreateCheckpoint(PreparedPodsCheckpoint, record); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.written = changes
+	p.mu.Unlock()
+	return nil
 }
 
 // has tells whether pod uid's claims were prepared before.
@@ -133,13 +169,14 @@ func (p *preparedPods) has(uid types.UID) bool {
 	return p.uids.Has(uid)
 }
 
-func (p *preparedPods) store() error {
+// record is the file's content for uids; the caller holds mu.
+func (p *preparedPods) record() *preparedPodsFile {
 	record := &preparedPodsFile{Version: preparedPodsVersion, PodUIDs: make([]string, 0, p.uids.Len())}
 	for uid := range p.uids {
 		record.PodUIDs = append(record.PodUIDs, string(uid))
 	}
 	slices.Sort(record.PodUIDs)
-	return p.checkpoints.CreateCheckpoint(PreparedPodsCheckpoint, record)
+	return record
 }
 
 // draClaims reads the DRA manager's checkpoint (without creating it).

@@ -6,11 +6,14 @@ package dra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -245,4 +248,50 @@ func TestPreparedPodsRecord(t *testing.T) {
 	if entries, _ := os.ReadDir(off.dir); len(entries) != 0 {
 		t.Errorf("gate off: kubelet directory has %d files, want none", len(entries))
 	}
+}
+
+// Pods prepared at once share the record's writes and none is lost: each
+// add returns once the file holds its pod (a later reader, the restarted
+// kubelet, sees them all), while the pods the DRA checkpoint no longer lists
+// still leave.
+func TestPreparedPodsConcurrentAdds(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	var pods []string
+	for i := range 40 {
+		pods = append(pods, fmt.Sprintf("pod-%02d", i))
+	}
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"gone"}, devices: map[string][]string{"d.example.com": {"dev"}}},
+		claim{uid: "b", pods: pods, devices: map[string][]string{"d.example.com": nil}})
+	m, ctx, _ := k.kubelet()
+	if got := k.recorded(); !slices.Equal(got, []string{"gone"}) {
+		t.Fatalf("record at start = %v, want [gone]", got)
+	}
+	k.writeDRACheckpoint(claim{uid: "b", pods: pods, devices: map[string][]string{"d.example.com": {"dev"}}})
+	// Slow writes, so that adds come while a write is under way.
+	m.prepared.checkpoints = slowCheckpoints{m.prepared.checkpoints}
+	var wg sync.WaitGroup
+	for i, pod := range pods {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 100 * time.Microsecond) // spread over several writes
+			m.prepared.add(klog.FromContext(ctx), types.UID(pod))
+			if !slices.Contains(k.recorded(), pod) {
+				t.Errorf("add(%s) returned before the record held it", pod)
+			}
+		})
+	}
+	wg.Wait()
+	if got := k.recorded(); !slices.Equal(got, pods) {
+		t.Errorf("record = %v, want %v", got, pods)
+	}
+}
+
+// slowCheckpoints writes checkpoints a millisecond late.
+type slowCheckpoints struct {
+	checkpointmanager.CheckpointManager
+}
+
+func (s slowCheckpoints) CreateCheckpoint(key string, checkpoint checkpointmanager.Checkpoint) error {
+	time.Sleep(time.Millisecond)
+	return s.CheckpointManager.CreateCheckpoint(key, checkpoint)
 }
