@@ -8,10 +8,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 )
 
@@ -205,24 +207,26 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 // PublishNow tells the status manager's SetPodStatus to sync status even
 // when it equals the cached one: it is a rejected pod's full Failed status
 // (phase, reason and the PodConditionType condition) that the API does not
-// show yet (pod.Status is the kubelet's last view of the API), and the pod
-// can no longer have running containers (safety: the status manager's
-// deletion safety provider, the kubelet), so the status may be published
-// now. The status manager holds that status back until the pod worker has
-// finished terminating the pod (claims unprepared). The pod worker then sets
-// the same status again (SyncTerminatedPod), which upstream ignores as
-// unchanged, so the status would wait for the next sync trigger:
-// TerminatePod, after the volume manager's unmount wait (polled every 300
-// ms), or the 10 s resync. Forcing that update publishes it as soon as it
-// may be published. Earlier statuses are not forced: each sync is a GET of
-// the pod, and one that must hold the status back publishes nothing. With
-// the feature gate off it is false.
+// show yet (pod.Status is the kubelet's last view of the API), the pod can
+// no longer have running containers (safety: the status manager's deletion
+// safety provider, the kubelet), so the status may be published now, and
+// the last sync of it was skipped (SkipsSync), so no sync is pending. The
+// pod worker sets the same status again once it has finished terminating
+// the pod (SyncTerminatedPod), which upstream ignores as unchanged, so the
+// status would wait for the next sync trigger: TerminatePod, after the
+// volume manager's unmount wait (polled every 300 ms), or the 10 s resync.
+// Forcing that update publishes it as soon as it may be published. When the
+// status manager published the status already (its sync ran after the pod
+// terminated) or has not yet run the sync of it, nothing is forced: a
+// forced sync is a GET of the pod. With the feature gate off it is false.
 func PublishNow(pod *v1.Pod, status *v1.PodStatus, safety interface{ PodCouldHaveRunningContainers(*v1.Pod) bool }) bool {
 	if !Enabled() || status.Phase != v1.PodFailed || status.Reason != PodFailedReason || pod.Status.Phase == v1.PodFailed {
 		return false
 	}
-	_, ok := conditionIndex(status)
-	return ok && !safety.PodCouldHaveRunningContainers(pod)
+	if _, ok := conditionIndex(status); !ok || safety.PodCouldHaveRunningContainers(pod) {
+		return false
+	}
+	return skippedSyncs.take(pod.UID)
 }
 
 // SkipsSync tells the status manager's syncPod, before it GETs the pod,
@@ -235,9 +239,9 @@ func PublishNow(pod *v1.Pod, status *v1.PodStatus, safety interface{ PodCouldHav
 // provider). Each such sync would cost a GET of the pod and no PATCH: two
 // per failed pod (the statuses of rejectPod and of SyncTerminatingPod).
 // The sync is not marked done, so the status manager's resync (every 10 s)
-// asks again; the Failed status is published when it may be, forced by
-// PublishNow. When it is false, MergePodStatus still decides on the API's
-// own status. With the feature gate off it is false.
+// asks again, and a skipped full status is noted for PublishNow. When it is
+// false, MergePodStatus still decides on the API's own status. With the
+// feature gate off it is false.
 func SkipsSync(pods interface {
 	GetPodByUID(types.UID) (*v1.Pod, bool)
 }, safety interface{ PodCouldHaveRunningContainers(*v1.Pod) bool }, uid types.UID, status *v1.PodStatus) bool {
@@ -247,8 +251,47 @@ func SkipsSync(pods interface {
 	if _, ok := conditionIndex(status); !ok {
 		return true
 	}
+	// Noted before the pod worker's state is read: a PublishNow that comes
+	// after the pod terminated then sees the note of a sync that read the
+	// state before (and skipped).
+	skippedSyncs.note(uid)
 	pod, ok := pods.GetPodByUID(uid)
-	return ok && pod.Status.Phase != v1.PodFailed && pod.Status.Phase != v1.PodSucceeded && safety.PodCouldHaveRunningContainers(pod)
+	if ok && pod.Status.Phase != v1.PodFailed && pod.Status.Phase != v1.PodSucceeded && safety.PodCouldHaveRunningContainers(pod) {
+		return true
+	}
+	skippedSyncs.take(uid)
+	return false
+}
+
+// skippedSyncs holds the pods whose full Failed status the status manager
+// skipped last (SkipsSync) and has not published since. Process-wide: the
+// two status manager hooks that share it have no handle on the DRA manager;
+// entries are pod UIDs, so kubelets in one process (kubemark) never share
+// one. An entry leaves when the status is published or PublishNow forces
+// it; a pod that never finishes terminating keeps its entry (a UID).
+var skippedSyncs podSet
+
+type podSet struct {
+	mu   sync.Mutex
+	pods sets.Set[types.UID]
+}
+
+func (s *podSet) note(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pods == nil {
+		s.pods = sets.New[types.UID]()
+	}
+	s.pods.Insert(uid)
+}
+
+// take removes uid and tells whether it was there.
+func (s *podSet) take(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	had := s.pods.Has(uid)
+	s.pods.Delete(uid)
+	return had
 }
 
 func conditionIndex(status *v1.PodStatus) (int, bool) {

@@ -608,22 +608,34 @@ func TestPublishNow(t *testing.T) {
 		gateOff bool
 		// running: the pod worker has not finished terminating the pod.
 		running bool
+		// skipped: the status manager skipped the last sync of the status.
+		skipped bool
 		pod     *v1.Pod
 		status  v1.PodStatus
 		want    bool
 	}{
-		{name: "full status, API still pending", pod: pending, status: full, want: true},
-		{name: "full status, pod still terminating", running: true, pod: pending, status: full},
-		{name: "API already failed", pod: failed, status: full},
-		{name: "minimal status without the condition", pod: pending, status: rejected},
-		{name: "another reason", pod: pending, status: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Conditions: full.Conditions}},
-		{name: "not failed", pod: pending, status: v1.PodStatus{Phase: v1.PodPending, Conditions: full.Conditions}},
-		{name: "gate off", gateOff: true, pod: pending, status: full},
+		{name: "full status, API still pending, last sync skipped", skipped: true, pod: pending, status: full, want: true},
+		{name: "full status, published or still to sync", pod: pending, status: full},
+		{name: "full status, pod still terminating", skipped: true, running: true, pod: pending, status: full},
+		{name: "API already failed", skipped: true, pod: failed, status: full},
+		{name: "minimal status without the condition", skipped: true, pod: pending, status: rejected},
+		{name: "another reason", skipped: true, pod: pending, status: v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Conditions: full.Conditions}},
+		{name: "not failed", skipped: true, pod: pending, status: v1.PodStatus{Phase: v1.PodPending, Conditions: full.Conditions}},
+		{name: "gate off", gateOff: true, skipped: true, pod: pending, status: full},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enableFeature(t, !tc.gateOff)
-			if got := PublishNow(tc.pod, &tc.status, couldHaveRunningContainers(tc.running)); got != tc.want {
+			pod := tc.pod.DeepCopy()
+			pod.UID = types.UID(t.Name())
+			if tc.skipped {
+				skippedSyncs.note(pod.UID)
+				t.Cleanup(func() { skippedSyncs.take(pod.UID) })
+			}
+			if got := PublishNow(pod, &tc.status, couldHaveRunningContainers(tc.running)); got != tc.want {
 				t.Errorf("PublishNow = %v, want %v", got, tc.want)
+			}
+			if tc.want && PublishNow(pod, &tc.status, couldHaveRunningContainers(tc.running)) {
+				t.Error("PublishNow forced the same skipped sync twice")
 			}
 		})
 	}
@@ -675,8 +687,13 @@ func TestSkipsSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			enableFeature(t, !tc.gateOff)
 			status := *tc.status.DeepCopy()
+			t.Cleanup(func() { skippedSyncs.take(tc.uid) })
 			if got := SkipsSync(pods, couldHaveRunningContainers(tc.running), tc.uid, &status); got != tc.want {
 				t.Fatalf("SkipsSync = %v, want %v", got, tc.want)
+			}
+			_, full := conditionIndex(&status)
+			if noted := skippedSyncs.take(tc.uid); noted != (tc.want && full) {
+				t.Errorf("skipped sync noted for PublishNow: %v, want %v", noted, tc.want && full)
 			}
 			if diff := cmp.Diff(tc.status, status); diff != "" {
 				t.Errorf("SkipsSync changed the status (-before +after):\n%s", diff)
