@@ -157,16 +157,17 @@ func TestSummarizeAndGoals(t *testing.T) {
 		met[g.Target] = g.Met
 	}
 	want := map[string]bool{
-		"p99 driver answer -> API Failed <= 200 ms":                                                                true,
-		"fork: exactly 1 prepare and 1 unprepare per failing pod":                                                  true,
-		"200 pods all Failed <= 10 s after creation":                                                               false,
-		"200 pods all Failed <= 10 s after creation, kubelet kubeAPIQPS 200":                                       true,
-		"fork kubelet CPU <= 1/5 of stock over the window":                                                         true,
-		"fork kubelet API requests <= 1/5 of stock over the window":                                                true,
-		"fork/stock p50 create -> Running <= 1.02 (sequential)":                                                    true,
-		"fork/stock p50 create -> Running <= 1.02 (batches)":                                                       true,
-		"fork/stock p50 create -> Running equal (within 10%)":                                                      true,
-		"invalid template denied at create; the pods wait: none Failed or Running, no driver call (both kubelets)": true,
+		"p99 driver answer -> API Failed <= 200 ms":               true,
+		"fork: exactly 1 prepare and 1 unprepare per failing pod": true,
+		"200 pods all Failed <= 10 s after creation":              false,
+		"node API requests per pod (audit log, Events apart) <= the upstream minimum (7), and all Failed within 10% of the time the kubelet's client limiter allows them (kubeAPIQPS 50, burst 100)": false,
+		"200 pods all Failed <= 10 s after creation, kubelet kubeAPIQPS 200":                                                                              true,
+		"fork kubelet CPU <= 1/5 of stock over the window":                                                                                                true,
+		"fork kubelet API requests <= 1/5 of stock over the window":                                                                                       true,
+		"fork/stock p50 create -> Running <= 1.02 (sequential)":                                                                                           true,
+		"fork/stock p50 create -> Running <= 1.02 (batches)":                                                                                              true,
+		"fork/stock p50 create -> Running equal (within 10%)":                                                                                             true,
+		"invalid template denied at create; the pods wait: none Failed or Running, no driver call (both kubelets)":                                        true,
 		"fork: replicas fail on broken devices, at most 1 Failed pod per broken device and none on a healthy one; all replicas Running within the window": true,
 	}
 	for target, wantMet := range want {
@@ -465,5 +466,40 @@ func TestCheckRun(t *testing.T) {
 	}
 	if err := CheckRun(dir); err == nil {
 		t.Error("CheckRun accepted broken results.json")
+	}
+}
+
+// The storm goal at the kubelet's default rate: requests per pod (Events
+// apart) at most the upstream minimum, and all Failed within 10% of what
+// the client limiter allows for them.
+func TestStormLimiterGoal(t *testing.T) {
+	requests := func(gets int) map[string]int {
+		return map[string]int{"get pods": gets, "patch pods/status": 400, "create serviceaccounts/token": 200, "get resourceclaims": 200, "create events": 400}
+	}
+	for _, tc := range []struct {
+		name      string
+		requests  map[string]int
+		allFailed Number
+		want      bool
+	}{
+		{name: "5 per pod, as fast as the limiter", requests: requests(200), allFailed: 18, want: true}, // (1000-100)/50 = 18 s
+		{name: "5 per pod, 10% slower", requests: requests(200), allFailed: 19.8, want: true},           // 1.1 x 18 s
+		{name: "5 per pod, more than 10% slower", requests: requests(200), allFailed: 20, want: false},  //
+		{name: "8 per pod, above the minimum", requests: requests(800), allFailed: 10, want: false},     //
+		{name: "no audit log", allFailed: 10, want: false},                                              //
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sample()
+			r.Storm.Fork.NodeRequests, r.Storm.Fork.AllFailedSeconds = tc.requests, tc.allFailed
+			for _, g := range r.goals() {
+				if strings.HasPrefix(g.Target, "node API requests per pod") {
+					if g.Met != tc.want {
+						t.Errorf("met = %v, want %v (%s)", g.Met, tc.want, g.Measured)
+					}
+					return
+				}
+			}
+			t.Fatal("no storm limiter goal")
+		})
 	}
 }

@@ -45,6 +45,16 @@ const (
 	// rejected pod costs the kubelet about 5 requests (status, claim,
 	// token), 1000 for a storm, which its default 50 QPS spreads over 20 s.
 	raisedKubeletQPS = 200
+	// The kubelet's default client rate (kubeAPIQPS, kubeAPIBurst), at
+	// which every scenario but 3b runs.
+	defaultKubeletQPS, defaultKubeletBurst = 50, 100
+	// upstreamMinimumRequests is the least that a pod failed at its first
+	// sync costs the kubelet's client limiter, on upstream's code paths:
+	// its service account token and its claim, the first sync's status GET
+	// and PATCH, the Failed status's GET and PATCH, and the GET of the sync
+	// that TerminatePod forces at the end of every pod's termination
+	// (test/e2e_node checkRequestsOfFailedPod checks one pod against it).
+	upstreamMinimumRequests = 7
 )
 
 // env is the cluster, the driver and the kubelet in use.

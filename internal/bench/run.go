@@ -233,6 +233,8 @@ func (r *Results) goals() []Goal {
 	transientRatio := ratio(r.Transient.Fork.ToRunning.P50, r.Transient.Stock.ToRunning.P50)
 	atMost := func(n, limit Number) bool { return !n.IsNaN() && n <= limit }
 	webhook, taints := r.Churn.Webhook, r.Churn.DeviceTaints.Fork
+	forkPerPod, _ := r.Storm.Fork.requestsPerPod()
+	limited := limiterSeconds(r.Storm.Fork.Pods, forkPerPod)
 	return []Goal{
 		{"1 time to Failed", "p99 driver answer -> API Failed <= 200 ms",
 			fmt.Sprintf("p99 %s ms (median of %d runs)", formatNumber(r.TimeToFailed.DriverToFailed.P99, 0), len(r.TimeToFailed.Runs)),
@@ -240,6 +242,10 @@ func (r *Results) goals() []Goal {
 		{"2 driver calls", "fork: exactly 1 prepare and 1 unprepare per failing pod",
 			fmt.Sprintf("%s prepare, %s unprepare per pod (median of %d pods)", formatNumber(calls.PreparePerPod, 1), formatNumber(calls.UnpreparePerPod, 1), len(calls.Pods)),
 			exactlyOnce},
+		{"3 storm", fmt.Sprintf("node API requests per pod (audit log, Events apart) <= the upstream minimum (%d), and all Failed within 10%% of the time the kubelet's client limiter allows them (kubeAPIQPS %d, burst %d)", upstreamMinimumRequests, defaultKubeletQPS, defaultKubeletBurst),
+			fmt.Sprintf("%s requests per pod; all Failed after %s s, the limiter allows %s s for them (%s s for the minimum)", formatNumber(forkPerPod, 2),
+				formatNumber(r.Storm.Fork.AllFailedSeconds, 1), formatNumber(limited, 1), formatNumber(limiterSeconds(r.Storm.Fork.Pods, upstreamMinimumRequests), 1)),
+			atMost(forkPerPod, upstreamMinimumRequests) && atMost(r.Storm.Fork.AllFailedSeconds, 1.1*limited)},
 		{"3 storm", fmt.Sprintf("%d pods all Failed <= 10 s after creation", r.Storm.Fork.Pods),
 			fmt.Sprintf("%s s (all bound to the node after %s s)", formatNumber(r.Storm.Fork.AllFailedSeconds, 1), formatNumber(r.Storm.Fork.AllBoundSeconds, 1)),
 			atMost(r.Storm.Fork.AllFailedSeconds, 10)},
@@ -266,6 +272,13 @@ func (r *Results) goals() []Goal {
 				taints.Failed, taints.MaxFailedPerDevice(), taints.FailedOnHealthy(), taints.Running, taints.Replicas, formatNumber(taints.AllRunningSeconds, 1)),
 			taints.Replicas > 0 && taints.Failed >= 1 && taints.MaxFailedPerDevice() <= 1 && taints.FailedOnHealthy() == 0 && taints.Running == taints.Replicas},
 	}
+}
+
+// limiterSeconds is how long the kubelet's client limiter, at its default
+// rate, takes to let through perPod requests for each of pods pods: the
+// burst goes at once, the rest at kubeAPIQPS.
+func limiterSeconds(pods int, perPod Number) Number {
+	return max(0, Number(pods)*perPod-defaultKubeletBurst) / defaultKubeletQPS
 }
 
 // SmokeCheck returns what a smoke run must show on any machine, however

@@ -174,6 +174,8 @@ const neverStartedMessage = "The container never started: a DRA driver failed pe
 //     status that has the condition. Only UpdatePodStatus creates the
 //     condition, so its time is stamped once and never moves (an API status
 //     that has it already keeps it).
+//   - The full Failed status keeps the API's lastTransitionTime for every
+//     other condition whose status did not change (keepTransitionTimes).
 //
 // It allocates nothing for pods it has nothing to do with.
 //
@@ -193,7 +195,11 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 		}
 		return
 	}
-	if hasCondition || status.Reason != PodFailedReason {
+	if status.Reason != PodFailedReason {
+		return
+	}
+	if hasCondition {
+		keepTransitionTimes(status, apiStatus)
 		return
 	}
 	// kubelet.rejectPod's minimal status: nothing but phase, reason and
@@ -202,6 +208,26 @@ func MergePodStatus(status, apiStatus *v1.PodStatus) {
 	// stays as it is, whether it shows the full Failed status already or
 	// not yet.
 	*status = *apiStatus.DeepCopy()
+}
+
+// keepTransitionTimes gives each condition of a rejected pod's full Failed
+// status that the API shows with the same status the API's
+// lastTransitionTime: kubelet.rejectPod's minimal status replaced the status
+// manager's cache, so the kubelet regenerated the conditions it owns
+// (PodScheduled, Initialized, PodReadyToStartContainers...) with the time of
+// the failure, as if they had just changed.
+func keepTransitionTimes(status, apiStatus *v1.PodStatus) {
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if c.Type == PodConditionType {
+			continue
+		}
+		for _, api := range apiStatus.Conditions {
+			if api.Type == c.Type && api.Status == c.Status {
+				c.LastTransitionTime = api.LastTransitionTime
+			}
+		}
+	}
 }
 
 // PublishNow tells the status manager's SetPodStatus to sync status even

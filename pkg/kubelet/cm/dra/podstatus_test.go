@@ -719,3 +719,46 @@ func TestSkipsSync(t *testing.T) {
 		})
 	}
 }
+
+// The full Failed status keeps the API's transition times of the conditions
+// whose status did not change: the kubelet regenerated them after
+// kubelet.rejectPod's minimal status replaced its cache, with the time of
+// the failure.
+func TestMergePodStatusKeepsTransitionTimes(t *testing.T) {
+	enableFeature(t, true)
+	scheduled := metav1.NewTime(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	failedAt := metav1.NewTime(scheduled.Add(time.Minute))
+	rejected := v1.PodStatus{Phase: v1.PodFailed, Reason: PodFailedReason, Message: "boom"}
+	status := v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: failedAt},
+		{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: failedAt},
+		{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: failedAt},
+		{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: failedAt},
+	}}
+	UpdatePodStatus(&status, &rejected)
+	api := v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: scheduled},
+		{Type: v1.PodInitialized, Status: v1.ConditionFalse, LastTransitionTime: scheduled},
+		{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: scheduled},
+	}}
+	i, _ := conditionIndex(&status)
+	stamped := status.Conditions[i].LastTransitionTime
+
+	MergePodStatus(&status, &api)
+
+	want := map[v1.PodConditionType]metav1.Time{
+		v1.PodScheduled:    scheduled, // unchanged: the API's time
+		v1.PodInitialized:  failedAt,  // False -> True: a transition
+		v1.PodReady:        scheduled, // still False
+		v1.ContainersReady: failedAt,  // not in the API
+		PodConditionType:   stamped,
+	}
+	for _, c := range status.Conditions {
+		if w := want[c.Type]; !c.LastTransitionTime.Equal(&w) {
+			t.Errorf("%s: lastTransitionTime %v, want %v", c.Type, c.LastTransitionTime, w)
+		}
+	}
+	if status.Phase != v1.PodFailed || len(status.Conditions) != 5 {
+		t.Errorf("status changed otherwise: %+v", status)
+	}
+}
