@@ -503,3 +503,21 @@ func TestStormLimiterGoal(t *testing.T) {
 		})
 	}
 }
+
+// A report rendered again (-render) checks today's goals against the
+// recorded samples, not the goals recorded with them.
+func TestReadResultsChecksGoalsAgain(t *testing.T) {
+	r := sample()
+	r.Goals = []Goal{{Scenario: "0 retired", Target: "a goal no longer set"}}
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Goals) != len(sample().Goals) || got.Goals[0].Scenario == "0 retired" {
+		t.Errorf("goals = %+v, want today's", got.Goals)
+	}
+}

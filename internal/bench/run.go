@@ -398,6 +398,9 @@ func ReadResults(dir string) (*Results, error) {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", ResultsFile, err)
 	}
+	// The goals are checked again: a report rendered again states today's
+	// targets against the recorded samples.
+	r.Goals = r.goals()
 	return &r, nil
 }
 
