@@ -665,7 +665,7 @@ func TestSkipsSync(t *testing.T) {
 	enableFeature(t, true)
 	UpdatePodStatus(&full, &rejected)
 	api := v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady"}}}
-	pods := podsByUID{"pending": {Status: api}, "failed": {Status: full}}
+	pods := podsByUID{"pending": {ObjectMeta: metav1.ObjectMeta{UID: "pending"}, Status: api}, "failed": {ObjectMeta: metav1.ObjectMeta{UID: "failed"}, Status: full}}
 	for _, tc := range []struct {
 		name    string
 		gateOff bool
@@ -688,7 +688,7 @@ func TestSkipsSync(t *testing.T) {
 			enableFeature(t, !tc.gateOff)
 			status := *tc.status.DeepCopy()
 			t.Cleanup(func() { skippedSyncs.take(tc.uid) })
-			if got := SkipsSync(pods, couldHaveRunningContainers(tc.running), tc.uid, &status); got != tc.want {
+			if got := SkipsSync(pods, notedFirst{t, tc.running}, tc.uid, &status); got != tc.want {
 				t.Fatalf("SkipsSync = %v, want %v", got, tc.want)
 			}
 			_, full := conditionIndex(&status)
@@ -761,4 +761,23 @@ func TestMergePodStatusKeepsTransitionTimes(t *testing.T) {
 	if status.Phase != v1.PodFailed || len(status.Conditions) != 5 {
 		t.Errorf("status changed otherwise: %+v", status)
 	}
+}
+
+// notedFirst is a deletion safety provider that checks that SkipsSync noted
+// the pod before it read the pod worker's state: a PublishNow that comes
+// after the pod terminated must see the note of a sync that read the state
+// before.
+type notedFirst struct {
+	t       *testing.T
+	running bool
+}
+
+func (n notedFirst) PodCouldHaveRunningContainers(pod *v1.Pod) bool {
+	skippedSyncs.mu.Lock()
+	noted := skippedSyncs.pods.Has(pod.UID)
+	skippedSyncs.mu.Unlock()
+	if !noted {
+		n.t.Errorf("pod %q: the pod worker's state was read before the skip was noted", pod.UID)
+	}
+	return n.running
 }

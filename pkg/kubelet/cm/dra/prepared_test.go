@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -294,4 +295,55 @@ type slowCheckpoints struct {
 func (s slowCheckpoints) CreateCheckpoint(key string, checkpoint checkpointmanager.Checkpoint) error {
 	time.Sleep(time.Millisecond)
 	return s.CheckpointManager.CreateCheckpoint(key, checkpoint)
+}
+
+// A pod prepared while another pod's write is under way (the DRA manager
+// checkpointed it after that write read the DRA checkpoint) is neither
+// dropped by that write nor taken as written by it.
+func TestPreparedPodAddedDuringAWrite(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"y"}, devices: map[string][]string{"d.example.com": nil}})
+	m, ctx, _ := k.kubelet()
+	logger := klog.FromContext(ctx)
+	added := make(chan struct{})
+	hooked := &hookedCheckpoints{CheckpointManager: m.prepared.checkpoints}
+	hooked.afterDRARead = func() {
+		k.writeDRACheckpoint(claim{uid: "a", pods: []string{"y"}, devices: map[string][]string{"d.example.com": {"dev"}}},
+			claim{uid: "b", pods: []string{"x"}, devices: map[string][]string{"d.example.com": {"dev"}}})
+		go func() {
+			defer close(added)
+			m.prepared.add(logger, "x")
+		}()
+		err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			m.prepared.mu.Lock()
+			defer m.prepared.mu.Unlock()
+			return m.prepared.uids.Has("x"), nil
+		})
+		if err != nil {
+			t.Errorf("add(x) did not record x: %v", err)
+		}
+	}
+	m.prepared.checkpoints = hooked
+	m.prepared.add(logger, "y")
+	<-added
+	if !m.prepared.has("x") || !slices.Equal(k.recorded(), []string{"x", "y"}) {
+		t.Errorf("x recorded in memory: %v, on disk: %v; want both x and y", m.prepared.has("x"), k.recorded())
+	}
+}
+
+// hookedCheckpoints calls afterDRARead once, after the first read of the
+// DRA manager's checkpoint.
+type hookedCheckpoints struct {
+	checkpointmanager.CheckpointManager
+	afterDRARead func()
+}
+
+func (h *hookedCheckpoints) GetCheckpoint(key string, checkpoint checkpointmanager.Checkpoint) error {
+	err := h.CheckpointManager.GetCheckpoint(key, checkpoint)
+	if hook := h.afterDRARead; key == draManagerCheckpoint && hook != nil {
+		h.afterDRARead = nil
+		hook()
+	}
+	return err
 }
