@@ -178,6 +178,36 @@ func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceH
 	return kubeletplugin.ErrHealthNotSupported
 }
 
+// deviceFaults is what clearRepaired needs of failfastplugin.Helper.
+type deviceFaults interface {
+	TaintedDevices() []failfastplugin.DeviceID
+	ClearDeviceFault(ctx context.Context, devices ...failfastplugin.DeviceID) error
+}
+
+// clearRepaired clears the faults of the node's GPUs that the health check
+// finds healthy now: their DeviceTaintRules outlive the driver process, so
+// a GPU repaired while the driver was down would stay tainted otherwise.
+// Call it at start; a real driver also calls it when its health monitor
+// sees a GPU recover.
+func (d *driver) clearRepaired(ctx context.Context, faults deviceFaults) error {
+	broken, err := d.broken()
+	if err != nil {
+		// No verdict: the taints stay.
+		return fmt.Errorf("health check: %w", err)
+	}
+	var repaired []failfastplugin.DeviceID
+	for _, device := range faults.TaintedDevices() {
+		if device.Pool == d.pool && !broken[device.Device] {
+			repaired = append(repaired, device)
+		}
+	}
+	if len(repaired) == 0 {
+		return nil
+	}
+	klog.FromContext(ctx).Info("GPUs healthy again, clearing their faults", "gpus", len(repaired))
+	return faults.ClearDeviceFault(ctx, repaired...)
+}
+
 // brokenFromFile returns a health check that reads the names of broken GPUs
 // from path, one per line ('#' starts a comment), at every call. No path, or
 // no file, means that every GPU is healthy.

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -174,6 +175,39 @@ func TestPrepareBrokenGPU(t *testing.T) {
 	result, _ = d.PrepareResourceClaims(t.Context(), []*resourceapi.ResourceClaim{broken})
 	if err := result[broken.UID].Err; err == nil || failfastplugin.IsPermanent(err) {
 		t.Errorf("unknown health: %v, want a transient error", err)
+	}
+}
+
+// fakeFaults records ClearDeviceFault.
+type fakeFaults struct {
+	tainted []failfastplugin.DeviceID
+	cleared []failfastplugin.DeviceID
+}
+
+func (f *fakeFaults) TaintedDevices() []failfastplugin.DeviceID { return f.tainted }
+func (f *fakeFaults) ClearDeviceFault(_ context.Context, devices ...failfastplugin.DeviceID) error {
+	f.cleared = append(f.cleared, devices...)
+	return nil
+}
+
+// TestClearRepaired: at start, the faults of this node's GPUs that are
+// healthy now are cleared; broken GPUs, other pools and an unreadable
+// health check keep theirs.
+func TestClearRepaired(t *testing.T) {
+	d := newTestDriver(t, "gpu-1")
+	faults := &fakeFaults{tainted: []failfastplugin.DeviceID{
+		{Pool: testNode, Device: "gpu-0"}, {Pool: testNode, Device: "gpu-1"}, {Pool: "other-node", Device: "gpu-2"},
+	}}
+	if err := d.clearRepaired(t.Context(), faults); err != nil {
+		t.Fatal(err)
+	}
+	if want := []failfastplugin.DeviceID{{Pool: testNode, Device: "gpu-0"}}; !reflect.DeepEqual(faults.cleared, want) {
+		t.Errorf("cleared %v, want %v", faults.cleared, want)
+	}
+	faults.cleared = nil
+	d.broken = func() (map[string]bool, error) { return nil, errors.New("health endpoint down") }
+	if err := d.clearRepaired(t.Context(), faults); err == nil || len(faults.cleared) != 0 {
+		t.Errorf("unknown health: err %v, cleared %v; want an error and nothing cleared", err, faults.cleared)
 	}
 }
 

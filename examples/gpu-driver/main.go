@@ -9,8 +9,9 @@
 //     admission webhook (-mode=webhook) and when preparing a claim, where
 //     invalid config fails the pod permanently;
 //   - reports a broken GPU with failfastplugin.DeviceFault: the GPU gets a
-//     NoSchedule taint before the pod fails, so that its replacement gets
-//     another GPU;
+//     NoSchedule taint (a DeviceTaintRule) before the pod fails, so that its
+//     replacement gets another GPU; the taint outlives the driver process,
+//     and the driver clears it at start once the GPU is healthy again;
 //   - serves /metrics and /healthz.
 //
 // Run one kubelet plugin per node (a DaemonSet) and the webhook once (a
@@ -176,8 +177,11 @@ func runPlugin(ctx context.Context, opts options) error {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
-	// Publish through the library's Helper: it keeps the taints of broken
-	// GPUs in every later publication.
+	// A GPU tainted by an earlier instance stays tainted until its fault is
+	// cleared: clear those that are healthy now.
+	if err := plugin.clearRepaired(ctx, helper); err != nil {
+		klog.FromContext(ctx).Error(err, "Clearing the faults of repaired GPUs failed; they stay tainted until the next start")
+	}
 	if err := helper.PublishResources(ctx, nodeGPUs(opts.nodeName, opts.gpus, memory)); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}

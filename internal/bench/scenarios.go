@@ -17,7 +17,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -647,24 +646,24 @@ func allRunningSeconds(w *podWatcher, start, end time.Time, replicas int) Number
 }
 
 // taintedDevices returns the devices of driver d on the node that carry the
-// device fault taint with effect NoSchedule in its ResourceSlices: what the
-// scheduler sees, sorted.
+// device fault taint with effect NoSchedule: the devices of its
+// DeviceTaintRules for the node's pool, what the scheduler sees, sorted.
 func (e *env) taintedDevices(ctx context.Context, d *e2eframework.Driver) ([]string, error) {
-	list, err := e.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-		resourceapi.ResourceSliceSelectorDriver:   d.Name(),
-		resourceapi.ResourceSliceSelectorNodeName: e.c.NodeName(),
-	}.String()})
+	list, err := e.client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{
+		LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + d.Name(),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("ResourceSlices of %s: %w", d.Name(), err)
+		return nil, fmt.Errorf("DeviceTaintRules of %s: %w", d.Name(), err)
 	}
 	var tainted []string
-	for _, slice := range list.Items {
-		for _, device := range slice.Spec.Devices {
-			for _, taint := range device.Taints {
-				if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule && !slices.Contains(tainted, device.Name) {
-					tainted = append(tainted, device.Name)
-				}
-			}
+	for _, rule := range list.Items {
+		selector, taint := rule.Spec.DeviceSelector, rule.Spec.Taint
+		if selector == nil || selector.Pool == nil || *selector.Pool != e.c.NodeName() || selector.Device == nil ||
+			taint.Key != failfastplugin.DefaultDeviceFaultTaintKey || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule {
+			continue
+		}
+		if !slices.Contains(tainted, *selector.Device) {
+			tainted = append(tainted, *selector.Device)
 		}
 	}
 	slices.Sort(tainted)

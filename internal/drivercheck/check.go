@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -198,7 +199,7 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	}
 	taintsAfter, err := deviceTaints(ctx, client, opts.Driver, devices)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("%w: the driver may have tainted devices, look at its ResourceSlices", err))
+		errs = append(errs, fmt.Errorf("%w: the driver may have tainted devices, look at its ResourceSlices and DeviceTaintRules", err))
 	}
 	report.TaintedDevices = newTaints(taintsBefore, taintsAfter)
 	if len(report.TaintedDevices) > 0 && !opts.AllowTaint {
@@ -210,8 +211,10 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 // deviceRef is a device of the driver that a checked claim is allocated.
 type deviceRef struct{ pool, device string }
 
-// deviceTaints returns the taints of devices in the driver's ResourceSlices
-// (the newest generation of each pool, which is what the scheduler uses).
+// deviceTaints returns the taints of devices: those in the driver's
+// ResourceSlices (the newest generation of each pool, which is what the
+// scheduler uses) and those of the DeviceTaintRules that select them (how
+// failfastplugin taints a device with a fault).
 func deviceTaints(ctx context.Context, client kubernetes.Interface, driver string, devices []deviceRef) ([]DeviceTaint, error) {
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorDriver, driver).String(),
@@ -224,16 +227,40 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 		newest[slice.Spec.Pool.Name] = max(newest[slice.Spec.Pool.Name], slice.Spec.Pool.Generation)
 	}
 	var taints []DeviceTaint
+	add := func(device deviceRef, taint resourceapi.DeviceTaint) {
+		taints = append(taints, DeviceTaint{Pool: device.pool, Device: device.device, Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+	}
 	for _, slice := range list.Items {
 		if slice.Spec.Pool.Generation != newest[slice.Spec.Pool.Name] {
 			continue
 		}
 		for _, device := range slice.Spec.Devices {
-			if !slices.Contains(devices, deviceRef{pool: slice.Spec.Pool.Name, device: device.Name}) {
+			ref := deviceRef{pool: slice.Spec.Pool.Name, device: device.Name}
+			if !slices.Contains(devices, ref) {
 				continue
 			}
 			for _, taint := range device.Taints {
-				taints = append(taints, DeviceTaint{Pool: slice.Spec.Pool.Name, Device: device.Name, Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+				add(ref, taint)
+			}
+		}
+	}
+	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// Not served by this API server: nothing can be tainted that way.
+		return taints, nil
+	case err != nil:
+		return nil, fmt.Errorf("list DeviceTaintRules: %w", err)
+	}
+	matches := func(value *string, want string) bool { return value == nil || *value == want }
+	for _, rule := range rules.Items {
+		selector := rule.Spec.DeviceSelector
+		if selector == nil || !matches(selector.Driver, driver) {
+			continue
+		}
+		for _, device := range devices {
+			if matches(selector.Pool, device.pool) && matches(selector.Device, device.device) {
+				add(device, rule.Spec.Taint)
 			}
 		}
 	}
@@ -389,9 +416,10 @@ func (r *Report) Text() string {
 		for _, taint := range r.TaintedDevices {
 			fmt.Fprintf(&b, "  %s\n", taint)
 		}
-		fmt.Fprintf(&b, "They stay in the driver's ResourceSlices, and the scheduler avoids them, until the driver clears\n"+
-			"the fault: a driver built with failfastplugin clears it with ClearDeviceFault (once the device is\n"+
-			"repaired), and forgets it when it restarts.\n")
+		fmt.Fprintf(&b, "The scheduler avoids them until the fault is cleared: a driver built with failfastplugin\n"+
+			"keeps each as a DeviceTaintRule (kubectl get devicetaintrules -l %s=%s), which outlives\n"+
+			"the driver process and goes with ClearDeviceFault (once the device is repaired) or when an\n"+
+			"operator deletes it.\n", failfastplugin.DeviceTaintRuleDriverLabel, r.Driver)
 	}
 	return b.String()
 }

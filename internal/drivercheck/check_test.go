@@ -5,7 +5,6 @@ package drivercheck
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -125,8 +124,9 @@ func TestText(t *testing.T) {
 }
 
 // TestDeviceTaints: the check sees the taints of exactly the claims' devices,
-// in the newest generation of their pool, and reports those that the driver
-// added during the check, with how to clear them.
+// in the newest generation of their pool and in the DeviceTaintRules that
+// select them, and reports those that the driver added during the check,
+// with how to clear them.
 func TestDeviceTaints(t *testing.T) {
 	taint := resourceapi.DeviceTaint{Key: "dra-failfast.io/device-fault", Value: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}
 	old := resourceapi.DeviceTaint{Key: "maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule}
@@ -146,13 +146,29 @@ func TestDeviceTaints(t *testing.T) {
 	if err != nil || len(before) != 1 || before[0].Key != "maintenance" {
 		t.Fatalf("taints before = %v, %v; want the current slice's taint of dev-0 only", before, err)
 	}
-	after := append(slices.Clone(before), DeviceTaint{Pool: "node", Device: "dev-0", Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
+	rule := func(name, driverName, pool, device string) *resourceapi.DeviceTaintRule {
+		return &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: &driverName, Pool: &pool, Device: &device}, Taint: taint}}
+	}
+	for _, r := range []*resourceapi.DeviceTaintRule{
+		rule("fault", driver, "node", "dev-0"),
+		rule("other-device", driver, "node", "dev-1"),
+		rule("other-driver", "other.example.com", "node", "dev-0"),
+	} {
+		if _, err := client.ResourceV1().DeviceTaintRules().Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := deviceTaints(t.Context(), client, driver, devices)
+	if err != nil {
+		t.Fatal(err)
+	}
 	added := newTaints(before, after)
 	if len(added) != 1 || added[0].String() != "node/dev-0 dra-failfast.io/device-fault=broken:NoSchedule" {
 		t.Fatalf("new taints = %v", added)
 	}
 	text := (&Report{Driver: driver, TaintedDevices: added}).Text()
-	for _, want := range []string{"The driver tainted devices during the check", "node/dev-0 dra-failfast.io/device-fault=broken:NoSchedule", "ClearDeviceFault"} {
+	for _, want := range []string{"The driver tainted devices during the check", "node/dev-0 dra-failfast.io/device-fault=broken:NoSchedule", "ClearDeviceFault", "kubectl get devicetaintrules -l dra-failfast.io/driver=" + driver} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}

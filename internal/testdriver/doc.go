@@ -46,11 +46,12 @@
 //   - Per device: preparing a claim that got a device of the broken set fails
 //     permanently ("device dev-1 is broken"). With taint mode on, the error
 //     is a failfastplugin.DeviceFault for those devices, so that the library
-//     first republishes the ResourceSlices with its NoSchedule taint
-//     (failfastplugin.DefaultDeviceFaultTaintKey) on them and waits until
-//     the API has it: the scheduler gives replacement pods another device.
-//     The broken set can be changed at runtime through the HTTP control
-//     endpoint; repairing a device clears its fault and taint.
+//     first writes a DeviceTaintRule with its NoSchedule taint
+//     (failfastplugin.DefaultDeviceFaultTaintKey) for each of them: the
+//     scheduler gives replacement pods another device. The rule outlives
+//     the driver process. The broken set can be changed at runtime through
+//     the HTTP control endpoint; repairing a device clears its fault and
+//     deletes its rule.
 //
 // Start starts the whole driver (kubelet plugin, ResourceSlices, HTTP
 // endpoint, admission webhook); cmd/dra-test-driver is the command around it.

@@ -33,14 +33,16 @@ const (
 	// MaxDevices is the most devices the driver publishes.
 	MaxDevices = 256
 	// DevicesPerSlice is the most devices in one of the driver's
-	// ResourceSlices: the API allows 64 devices in a slice when some of
-	// them have taints, so more devices go into several slices of the pool.
+	// ResourceSlices: the API allows 64 devices in a slice that uses
+	// per-device taints or other advanced features (as drivers that set
+	// their own taints must), so more devices go into several slices of
+	// the pool.
 	DevicesPerSlice = 64
 	// DeviceModel is the "model" attribute of every device.
 	DeviceModel = "dra-failfast-test-device"
-	// DefaultTaintWaitTimeout is how long a prepare call that tainted a
-	// device waits for the taint to show up in the API: the library's
-	// default.
+	// DefaultTaintWaitTimeout is how long a prepare call that taints a
+	// device waits for the API server to store its DeviceTaintRule: the
+	// library's default.
 	DefaultTaintWaitTimeout = failfastplugin.DefaultDeviceFaultWaitTimeout
 )
 
@@ -69,11 +71,12 @@ type Config struct {
 	// CDIDir is where CDI specs are written. Required.
 	CDIDir string
 	// KubeClient is the client of Start, for the kubelet plugin and for
-	// the library's wait until a new taint is visible in the API.
+	// the library's DeviceTaintRules.
 	KubeClient kubernetes.Interface
-	// TaintWaitTimeout bounds that wait (failfastplugin's
-	// DeviceFaultConfig.WaitTimeout): 0 is DefaultTaintWaitTimeout,
-	// negative does not wait.
+	// TaintWaitTimeout bounds how long a prepare call waits for the API
+	// server to store a new DeviceTaintRule (failfastplugin's
+	// DeviceFaultConfig.WaitTimeout): 0 or negative is
+	// DefaultTaintWaitTimeout.
 	TaintWaitTimeout time.Duration
 	// OnFatalError, if set, is called for background errors which are not
 	// recoverable (see kubeletplugin.DRAPlugin.HandleError).

@@ -89,6 +89,9 @@ func opaqueConfig(driver string, source resourceapi.AllocationConfigSource, para
 
 // fakePublisher records what gets published.
 type fakePublisher struct {
+	// client is the fake API server of the device faults in taint mode.
+	client *fake.Clientset
+
 	mu        sync.Mutex
 	published []resourceslice.DriverResources
 }
@@ -106,37 +109,45 @@ func (p *fakePublisher) count() int {
 	return len(p.published)
 }
 
-// taints returns the devices with the device fault taint in the last
-// publication.
+// taints returns the devices with a device fault rule in the (fake) API,
+// sorted; nil without taint mode.
 func (p *fakePublisher) taints() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.published) == 0 {
+	if p.client == nil {
 		return nil
 	}
-	return taintedDevices(p.published[len(p.published)-1])
+	list, err := p.client.ResourceV1().DeviceTaintRules().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		panic(err)
+	}
+	return ruleDevices(list.Items)
 }
 
-func taintedDevices(resources resourceslice.DriverResources) []string {
+// ruleDevices returns the devices that rules taint with the device fault
+// taint, sorted.
+func ruleDevices(rules []resourceapi.DeviceTaintRule) []string {
 	var tainted []string
-	for _, pool := range resources.Pools {
-		for _, slice := range pool.Slices {
-			for _, device := range slice.Devices {
-				for _, taint := range device.Taints {
-					if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
-						tainted = append(tainted, device.Name)
-					}
-				}
-			}
+	for _, rule := range rules {
+		if taint := rule.Spec.Taint; taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule &&
+			rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Device != nil {
+			tainted = append(tainted, *rule.Spec.DeviceSelector.Device)
 		}
 	}
+	slices.Sort(tainted)
 	return tainted
 }
 
+// faultingPublisher is the publisher of a driver in taint mode: it
+// publishes like fakePublisher and keeps device faults in a fake API server,
+// as failfastplugin.Helper does.
+type faultingPublisher struct {
+	*fakePublisher
+	*failfastplugin.DeviceFaults
+}
+
 // newTestDriver returns a driver for testNode with a CDI dir in t.TempDir()
-// and a fake publisher. In taint mode, the driver publishes through
-// failfastplugin's device faults (without waiting for an API server), and
-// prepareOne calls it through them, as StartWithDeviceFaults does.
+// and a fake publisher. In taint mode, the publisher also keeps
+// failfastplugin's device faults in a fake API server, and prepareOne calls
+// the driver through them, as StartWithDeviceFaults does.
 func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 	t.Helper()
 	cfg.NodeName = testNode
@@ -150,12 +161,15 @@ func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 	publisher := &fakePublisher{}
 	var driverPublisher Publisher = publisher
 	if cfg.TaintBroken {
-		faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{WaitTimeout: -1})
+		publisher.client = fakeClusterClient()
+		faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: d.DriverName(), NodeName: testNode, KubeClient: publisher.client})
 		if err != nil {
 			t.Fatal(err)
 		}
-		faults.SetPublisher(publisher)
-		driverPublisher = faults
+		if err := faults.Load(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		driverPublisher = faultingPublisher{fakePublisher: publisher, DeviceFaults: faults}
 	}
 	if err := d.SetPublisher(t.Context(), driverPublisher); err != nil {
 		t.Fatalf("SetPublisher: %v", err)

@@ -25,7 +25,6 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
-	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 // TestRoundTrip starts the driver the way cmd/dra-test-driver does (Start:
@@ -152,21 +151,11 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// The broken device got tainted before the error came back.
-	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tainted []string
-	for _, slice := range list.Items {
-		for _, device := range slice.Spec.Devices {
-			for _, taint := range device.Taints {
-				if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
-					tainted = append(tainted, device.Name)
-				}
-			}
-		}
-	}
-	if !slices.Equal(tainted, []string{"dev-1"}) {
+	if tainted := ruleDevices(rules.Items); !slices.Equal(tainted, []string{"dev-1"}) {
 		t.Errorf("tainted in the API: %v, want [dev-1]", tainted)
 	}
 
@@ -227,9 +216,9 @@ func TestRoundTrip(t *testing.T) {
 	if err := statsClient.SetBroken(ctx, "dev-1", false); err != nil {
 		t.Fatal(err)
 	}
-	waitForSlice(ctx, t, client, func(slice *resourceapi.ResourceSlice) bool {
-		return !slices.ContainsFunc(slice.Spec.Devices, func(device resourceapi.Device) bool { return len(device.Taints) > 0 })
-	})
+	if rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{}); err != nil || len(rules.Items) != 0 {
+		t.Errorf("rules after the repair: %v, %v", rules, err)
+	}
 
 	// Stop removes the sockets.
 	running.Stop()

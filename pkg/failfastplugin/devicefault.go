@@ -38,8 +38,8 @@ func compareDeviceIDs(a, b DeviceID) int {
 //
 // The error is permanent (see Permanent) and its text is err's. A driver
 // started with StartWithDeviceFaults (or wrapped by DeviceFaults.Wrap) taints
-// the devices in its ResourceSlices and waits until the taints are visible in
-// the API before the kubelet gets the answer, so that the scheduler gives the
+// each device with a DeviceTaintRule, stored by the API server before the
+// kubelet gets the answer, so that the scheduler gives the
 // replacement pod other devices instead of failing it the same way. When that
 // does not work, the claim still fails permanently, and the message says that
 // the devices were not tainted. DeviceFault(nil, ...) is nil.

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,28 +82,25 @@ func claimsNamed(names ...string) []*resourceapi.ResourceClaim {
 	return claims
 }
 
-// startFaults returns DeviceFaults publishing to publisher, with resources
-// published and in the API.
-func startFaults(t *testing.T, cfg failfastplugin.DeviceFaultConfig, publisher *apiPublisher, resources map[string]int) *failfastplugin.DeviceFaults {
+// startFaults returns DeviceFaults on client, loaded.
+func startFaults(t *testing.T, cfg failfastplugin.DeviceFaultConfig, client *fake.Clientset, driverName string) *failfastplugin.DeviceFaults {
 	t.Helper()
 	if cfg.DriverName == "" {
-		cfg.DriverName = publisher.driverName
+		cfg.DriverName = driverName
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = faultNode
 	}
 	if cfg.KubeClient == nil {
-		cfg.KubeClient = publisher.client
+		cfg.KubeClient = client
 	}
 	faults, err := failfastplugin.NewDeviceFaults(cfg)
 	if err != nil {
 		t.Fatalf("NewDeviceFaults: %v", err)
 	}
-	faults.SetPublisher(publisher)
-	if err := faults.PublishResources(t.Context(), pools(resources)); err != nil {
-		t.Fatalf("PublishResources: %v", err)
+	if err := faults.Load(t.Context()); err != nil {
+		t.Fatalf("Load: %v", err)
 	}
-	publisher.settle(t)
 	return faults
 }
 
@@ -146,174 +143,103 @@ func TestDeviceFaultError(t *testing.T) {
 // returns.
 func TestDeviceFault(t *testing.T) {
 	for name, tc := range map[string]struct {
-		cfg       failfastplugin.DeviceFaultConfig
-		resources map[string]int
-		// delay, dropTaints and publishErr configure the publisher.
-		delay      time.Duration
-		dropTaints bool
-		publishErr error
-		// listErr fails listing ResourceSlices.
-		listErr error
+		cfg failfastplugin.DeviceFaultConfig
+		// createErr fails creating DeviceTaintRules.
+		createErr error
 		// message replaces the text of the faults.
 		message string
 		faults  map[string][]failfastplugin.DeviceID
-		// wantTainted are the devices with the taint in the API when
-		// the call returns (unless noWait), and in the library (unless
-		// wantInLibrary is set).
-		wantTainted   []failfastplugin.DeviceID
-		wantInLibrary []failfastplugin.DeviceID
-		// wantPublished counts the publications of the call.
-		wantPublished int
+		// wantTainted are the devices with a rule in the API when the
+		// call returns, and in the library.
+		wantTainted []failfastplugin.DeviceID
 		// wantNotTainted is in the message of the claims whose devices
 		// did not all get tainted; the others keep their text.
 		wantNotTainted map[string]string
 		wantFailures   map[string]float64
-		noWait         bool
 		// wantTaint, if set, is the taint of the first tainted device.
 		wantTaint *resourceapi.DeviceTaint
 	}{
 		"one device": {
-			delay:         100 * time.Millisecond,
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantPublished: 1,
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
 			wantTaint: &resourceapi.DeviceTaint{
 				Key:    failfastplugin.DefaultDeviceFaultTaintKey,
 				Value:  "claim-broken-pool-a-dev-1-broken",
 				Effect: resourceapi.DeviceTaintEffectNoSchedule,
 			},
 		},
-		"two devices of a claim, one publication": {
-			delay:         50 * time.Millisecond,
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-2"), dev("pool-a", "dev-1")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-2")},
-			wantPublished: 1,
+		"two devices of a claim": {
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-2"), dev("pool-a", "dev-1")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-2")},
 		},
-		"two claims of a call, one publication": {
-			delay:         50 * time.Millisecond,
-			faults:        map[string][]failfastplugin.DeviceID{"broken-1": {dev("pool-a", "dev-1")}, "broken-2": {dev("pool-a", "dev-3")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-3")},
-			wantPublished: 1,
+		"two claims of a call": {
+			faults:      map[string][]failfastplugin.DeviceID{"broken-1": {dev("pool-a", "dev-1")}, "broken-2": {dev("pool-a", "dev-3")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-3")},
 		},
-		"device of another pool": {
-			resources:     map[string]int{"pool-a": 4, "pool-b": 2},
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-b", "dev-1")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-b", "dev-1")},
-			wantPublished: 1,
+		"same device name in two pools": {
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1"), dev("pool-b", "dev-1")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-b", "dev-1")},
 		},
-		"unknown device": {
-			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-9")}},
-			wantNotTainted: map[string]string{"broken": `device pool-a/dev-9 not tainted: pool "pool-a" of the driver has no such device`},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureUnknownDevice: 1},
+		"pool of a shared, not node-local slice": {
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("rack-7/switch-2", "port-3")}},
+			wantTainted: []failfastplugin.DeviceID{dev("rack-7/switch-2", "port-3")},
 		},
-		"unknown pool": {
-			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-z", "dev-0")}},
-			wantNotTainted: map[string]string{"broken": `device pool-z/dev-0 not tainted: the driver publishes no pool "pool-z"`},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureUnknownDevice: 1},
-		},
-		"known and unknown device": {
-			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1"), dev("pool-a", "dev-9")}, "other": {dev("pool-a", "dev-2")}},
-			wantTainted:    []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-2")},
-			wantPublished:  1,
-			wantNotTainted: map[string]string{"broken": `device pool-a/dev-9 not tainted: pool "pool-a" of the driver has no such device`},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureUnknownDevice: 1},
-		},
-		"publishing fails": {
-			publishErr:     errors.New("no NodeName was set"),
+		"creating fails": {
+			createErr:      errors.New("etcd is down"),
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1"), dev("pool-a", "dev-2")}},
-			wantNotTainted: map[string]string{"broken": "devices pool-a/dev-1, pool-a/dev-2 not tainted: publish ResourceSlices: no NodeName was set"},
+			wantNotTainted: map[string]string{"broken": "devices pool-a/dev-1, pool-a/dev-2 not tainted: create DeviceTaintRule: etcd is down"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 2},
 		},
-		"taint never visible": {
-			cfg:            failfastplugin.DeviceFaultConfig{WaitTimeout: 300 * time.Millisecond},
-			dropTaints:     true,
+		"API server without DeviceTaintRules": {
+			createErr:      apierrors.NewNotFound(resourceapi.Resource("devicetaintrules"), ""),
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
-			wantInLibrary:  []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantPublished:  1,
-			wantNotTainted: map[string]string{"broken": "device pool-a/dev-1 not tainted: taint not visible in the API within 300ms"},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureNotVisible: 1},
-		},
-		"listing fails": {
-			cfg:            failfastplugin.DeviceFaultConfig{WaitTimeout: 200 * time.Millisecond},
-			listErr:        errors.New("forbidden"),
-			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
-			wantInLibrary:  []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantTainted:    []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantPublished:  1,
-			wantNotTainted: map[string]string{"broken": "device pool-a/dev-1 not tainted: taint not visible in the API within 200ms, listing ResourceSlices failed: forbidden"},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureNotVisible: 1},
-		},
-		"slice too large for taints": {
-			resources:      map[string]int{"pool-a": resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures + 1},
-			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
-			wantNotTainted: map[string]string{"broken": "device pool-a/dev-1 not tainted: its ResourceSlice has 65 devices, a slice with taints may have at most 64"},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureNotTaintable: 1},
+			wantNotTainted: map[string]string{"broken": "the API server does not serve DeviceTaintRules"},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
 		},
 		"message too long for the kubelet": {
 			message:        strings.Repeat("x", 300),
+			createErr:      errors.New("etcd is down"),
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-9")}},
-			wantNotTainted: map[string]string{"broken": `(device pool-a/dev-9 not tainted: pool "pool-a" of the driver has no such device)`},
-			wantFailures:   map[string]float64{failfastplugin.TaintFailureUnknownDevice: 1},
-		},
-		"no wait": {
-			cfg:           failfastplugin.DeviceFaultConfig{WaitTimeout: -1},
-			delay:         time.Hour,
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantPublished: 1,
-			noWait:        true,
+			wantNotTainted: map[string]string{"broken": "(device pool-a/dev-9 not tainted: create DeviceTaintRule: etcd is down)"},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
 		},
 		"own taint": {
 			cfg: failfastplugin.DeviceFaultConfig{TaintKey: "gpu.example.com/broken", TaintValue: "ecc", TaintEffect: resourceapi.DeviceTaintEffectNoExecute},
 			// A message that is no label value at all.
-			message:       "💥",
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
-			wantPublished: 1,
-			wantTaint:     &resourceapi.DeviceTaint{Key: "gpu.example.com/broken", Value: "ecc", Effect: resourceapi.DeviceTaintEffectNoExecute},
+			message:     "💥",
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
+			wantTaint:   &resourceapi.DeviceTaint{Key: "gpu.example.com/broken", Value: "ecc", Effect: resourceapi.DeviceTaintEffectNoExecute},
 		},
 		"default value for a message that is no label value": {
-			message:       "💥",
-			faults:        map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
-			wantTainted:   []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
-			wantPublished: 1,
-			wantTaint:     &resourceapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "device-fault", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+			message:     "💥",
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
+			wantTaint:   &resourceapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "device-fault", Effect: resourceapi.DeviceTaintEffectNoSchedule},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			driverName := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(name), "-"), "-") + ".dra-failfast.test"
-			publisher := newAPIPublisher(driverName)
-			resources := tc.resources
-			if resources == nil {
-				resources = map[string]int{"pool-a": 4}
-			}
-			faults := startFaults(t, tc.cfg, publisher, resources)
-			publisher.delay, publisher.dropTaints, publisher.err = tc.delay, tc.dropTaints, tc.publishErr
-			// failList fails listing ResourceSlices during the call.
-			var failList atomic.Bool
-			if tc.listErr != nil {
-				failList.Store(true)
-				publisher.client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-					return failList.Load(), nil, tc.listErr
+			driverName := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(name), "-"), "-")
+			driverName = driverName[:min(len(driverName), 40)] + ".dra-failfast.test"
+			client := newFaultAPI()
+			faults := startFaults(t, tc.cfg, client, driverName)
+			if tc.createErr != nil {
+				client.PrependReactor("create", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.createErr
 				})
 			}
-			published := publisher.count()
 			failuresBefore := taintFailures(t, driverName)
 
 			names := []string{"healthy", "transient"}
 			for claim := range tc.faults {
 				names = append(names, claim)
 			}
-			start := time.Now()
 			result, err := faults.Wrap(faultPlugin{faults: tc.faults, message: tc.message}).PrepareResourceClaims(t.Context(), claimsNamed(names...))
-			elapsed := time.Since(start)
-			failList.Store(false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Right when the call returns, before anything else.
-			inAPI := taintsInAPI(t, publisher.client)
-			t.Logf("prepare call with device faults took %v", elapsed)
+			rules := rulesInAPI(t, client)
 
 			if res := result["uid-healthy"]; res.Err != nil {
 				t.Errorf("healthy claim: %v", res.Err)
@@ -344,43 +270,34 @@ func TestDeviceFault(t *testing.T) {
 				}
 			}
 
-			if got := publisher.count() - published; got != tc.wantPublished {
-				t.Errorf("%d publications, want %d", got, tc.wantPublished)
+			if got := faults.TaintedDevices(); !reflect.DeepEqual(got, tc.wantTainted) {
+				t.Errorf("TaintedDevices = %v, want %v", got, tc.wantTainted)
 			}
-			key := failfastplugin.DefaultDeviceFaultTaintKey
-			if tc.cfg.TaintKey != "" {
-				key = tc.cfg.TaintKey
+			if got := sortedDevices(rules); !reflect.DeepEqual(got, tc.wantTainted) && len(got)+len(tc.wantTainted) > 0 {
+				t.Errorf("devices with a DeviceTaintRule when the call returned: %v, want %v", got, tc.wantTainted)
 			}
-			wantInLibrary := tc.wantTainted
-			if tc.wantInLibrary != nil {
-				wantInLibrary = tc.wantInLibrary
-			}
-			if got := faults.TaintedDevices(); !reflect.DeepEqual(got, wantInLibrary) {
-				t.Errorf("TaintedDevices = %v, want %v", got, wantInLibrary)
-			}
-			if tc.wantPublished > 0 {
-				if got := taintedIn(publisher.last(), key); !reflect.DeepEqual(got, wantInLibrary) {
-					t.Errorf("published taints on %v, want %v", got, wantInLibrary)
+			for device, list := range rules {
+				if len(list) != 1 {
+					t.Errorf("device %s has %d rules, want 1", device, len(list))
+					continue
+				}
+				rule := list[0]
+				selector := rule.Spec.DeviceSelector
+				if selector.Driver == nil || *selector.Driver != driverName {
+					t.Errorf("rule %s: driver %v, want %s", rule.Name, selector.Driver, driverName)
+				}
+				if rule.Labels[failfastplugin.DeviceTaintRuleDriverLabel] != driverName || rule.Annotations[failfastplugin.DeviceTaintRuleNodeAnnotation] != faultNode {
+					t.Errorf("rule %s: labels %v, annotations %v; want the driver and the node", rule.Name, rule.Labels, rule.Annotations)
+				}
+				if owners := rule.OwnerReferences; len(owners) != 1 || owners[0].Kind != "Node" || owners[0].Name != faultNode || owners[0].UID != "node-1-uid" {
+					t.Errorf("rule %s: owners %+v, want the Node", rule.Name, owners)
+				}
+				if !strings.HasPrefix(rule.Name, device.Device+"-") {
+					t.Errorf("rule %s: name does not start with its device's", rule.Name)
 				}
 			}
-			if !tc.noWait {
-				var gotInAPI []failfastplugin.DeviceID
-				for device := range inAPI {
-					gotInAPI = append(gotInAPI, device)
-				}
-				slices.SortFunc(gotInAPI, func(a, b failfastplugin.DeviceID) int { return strings.Compare(a.String(), b.String()) })
-				if !reflect.DeepEqual(gotInAPI, tc.wantTainted) {
-					t.Errorf("tainted in the API when the call returned: %v, want %v", gotInAPI, tc.wantTainted)
-				}
-			} else if elapsed > 5*time.Second {
-				t.Errorf("call took %v without waiting", elapsed)
-			}
-			if tc.wantTaint != nil && len(tc.wantTainted) > 0 {
-				taints := inAPI[tc.wantTainted[0]]
-				if len(taints) != 1 {
-					t.Fatalf("taints of %s = %+v, want one", tc.wantTainted[0], taints)
-				}
-				taint := taints[0]
+			if tc.wantTaint != nil {
+				taint := rules[tc.wantTainted[0]][0].Spec.Taint
 				if taint.TimeAdded == nil || time.Since(taint.TimeAdded.Time) > time.Minute {
 					t.Errorf("TimeAdded = %v, want now", taint.TimeAdded)
 				}
@@ -442,13 +359,11 @@ func TestDeviceFaultNotEnabled(t *testing.T) {
 
 // TestDeviceFaultsConcurrent: claims failing at the same time on different
 // devices (and two on the same one) each return only once their own device's
-// taint is in the API, and every taint gets there.
+// rule is in the API, and every device gets exactly one.
 func TestDeviceFaultsConcurrent(t *testing.T) {
 	const devices = 8
-	publisher := newAPIPublisher("concurrent.dra-failfast.test")
-	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, publisher, map[string]int{"pool": devices})
-	publisher.delay = 30 * time.Millisecond
-	published := publisher.count()
+	client := newFaultAPI()
+	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "concurrent.dra-failfast.test")
 
 	var wg sync.WaitGroup
 	errs := make(chan error, devices+1)
@@ -469,19 +384,9 @@ func TestDeviceFaultsConcurrent(t *testing.T) {
 				errs <- fmt.Errorf("claim %s: got %v, want permanent %q", claim, res.Err, want)
 				return
 			}
-			list, err := publisher.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
-			if err != nil {
-				errs <- err
-				return
+			if _, err := client.ResourceV1().DeviceTaintRules().Get(context.Background(), ruleNameOf(t, client, device), metav1.GetOptions{}); err != nil {
+				errs <- fmt.Errorf("claim %s returned before the rule of %s was in the API: %w", claim, device, err)
 			}
-			for _, slice := range list.Items {
-				for _, d := range slice.Spec.Devices {
-					if d.Name == device.Device && len(d.Taints) == 1 {
-						return
-					}
-				}
-			}
-			errs <- fmt.Errorf("claim %s returned before the taint of %s was in the API", claim, device)
 		})
 	}
 	wg.Wait()
@@ -489,153 +394,203 @@ func TestDeviceFaultsConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	publisher.settle(t)
-	if got := len(taintsInAPI(t, publisher.client)); got != devices {
-		t.Errorf("%d devices tainted in the API, want %d", got, devices)
+	rules := rulesInAPI(t, client)
+	if len(rules) != devices {
+		t.Errorf("%d devices with a rule in the API, want %d", len(rules), devices)
+	}
+	for device, list := range rules {
+		if len(list) != 1 {
+			t.Errorf("device %s has %d rules", device, len(list))
+		}
 	}
 	if got := len(faults.TaintedDevices()); got != devices {
 		t.Errorf("TaintedDevices has %d devices, want %d", got, devices)
 	}
-	// One publication per new taint at most: the second fault of dev-0
-	// publishes nothing, concurrent ones may share one.
-	if got := publisher.count() - published; got < 1 || got > devices {
-		t.Errorf("%d publications for %d new taints", got, devices)
-	}
 }
 
-// TestDeviceFaultRepublishAndClear: the driver's later publications keep the
-// taints, ClearDeviceFault removes them, a new fault taints again.
-func TestDeviceFaultRepublishAndClear(t *testing.T) {
+// ruleNameOf returns the name of the rule of device in the API, "" if none.
+func ruleNameOf(t *testing.T, client *fake.Clientset, device failfastplugin.DeviceID) string {
+	t.Helper()
+	for _, rule := range rulesInAPI(t, client)[device] {
+		return rule.Name
+	}
+	return ""
+}
+
+// TestDeviceFaultRestartAndClear: a fault's rule outlives the driver
+// process: a new instance on the node loads it (and ignores other nodes'
+// and hand-written rules), a second fault keeps it, ClearDeviceFault of the
+// new instance deletes it, a rule an operator deleted comes back with the
+// next fault.
+func TestDeviceFaultRestartAndClear(t *testing.T) {
 	ctx := t.Context()
-	publisher := newAPIPublisher("republish.dra-failfast.test")
-	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, publisher, map[string]int{"pool-a": 2, "pool-b": 2})
+	const driverName = "restart.dra-failfast.test"
+	client := newFaultAPI()
 	broken := dev("pool-a", "dev-1")
-	plugin := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}})
-	prepare := func() error {
+	prepare := func(faults *failfastplugin.DeviceFaults) error {
 		t.Helper()
-		result, err := plugin.PrepareResourceClaims(ctx, claimsNamed("broken"))
+		result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}}).PrepareResourceClaims(ctx, claimsNamed("broken"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return result["uid-broken"].Err
 	}
-	if err := prepare(); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
+	first := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+	if err := prepare(first); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
 		t.Fatalf("first fault: %v", err)
 	}
-	taintAdded := taintsInAPI(t, publisher.client)[broken]
+	taintAdded := taintsInAPI(t, client)[broken]
 	if len(taintAdded) != 1 {
 		t.Fatalf("taints after the fault = %+v", taintAdded)
 	}
-
-	// The same fault again: nothing new to publish, no wait for a taint
-	// already seen in the API (the wait holds up every other prepare call),
-	// still permanent.
-	published := publisher.count()
-	lists := sliceLists(publisher.client)
-	if err := prepare(); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
-		t.Errorf("second fault: %v", err)
+	// The same driver on another node faults a device of its own, and an
+	// operator wrote a rule with the driver's label: not this instance's.
+	other := startFaults(t, failfastplugin.DeviceFaultConfig{NodeName: "node-2"}, client, driverName)
+	otherBroken := dev("node-2-pool", "dev-1")
+	result, err := other.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {otherBroken}}}).PrepareResourceClaims(ctx, claimsNamed("broken"))
+	if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
+		t.Fatalf("fault on node-2: %v, %v", err, result["uid-broken"].Err)
 	}
-	if publisher.count() != published {
-		t.Errorf("the second fault of a tainted device published again")
+	handWritten := &resourceapi.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Labels: map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName},
+			Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: faultNode}},
+		Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-a"), Device: ptrTo("dev-3")},
+			Taint: resourceapi.DeviceTaint{Key: "ops", Effect: resourceapi.DeviceTaintEffectNoSchedule}},
 	}
-	if got := sliceLists(publisher.client) - lists; got != 0 {
-		t.Errorf("the second fault of a device whose taint was seen in the API listed ResourceSlices %d times, want 0", got)
-	}
-
-	// The driver publishes something else: a device more in pool-a.
-	if err := faults.PublishResources(ctx, pools(map[string]int{"pool-a": 3, "pool-b": 2})); err != nil {
+	if _, err := client.ResourceV1().DeviceTaintRules().Create(ctx, handWritten, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	publisher.settle(t)
-	inAPI := taintsInAPI(t, publisher.client)
-	if want := []failfastplugin.DeviceID{broken}; !reflect.DeepEqual(taintedIn(publisher.last(), failfastplugin.DefaultDeviceFaultTaintKey), want) || len(inAPI) != 1 {
-		t.Errorf("after republishing: published taints on %v, in the API %v, want %v", taintedIn(publisher.last(), failfastplugin.DefaultDeviceFaultTaintKey), inAPI, want)
+
+	// A restart: a new instance on the first node.
+	restarted := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+	if got, want := restarted.TaintedDevices(), []failfastplugin.DeviceID{broken}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after a restart: TaintedDevices = %v, want %v (this node's rules only)", got, want)
 	}
-	if got := inAPI[broken]; len(got) != 1 || !got[0].TimeAdded.Equal(taintAdded[0].TimeAdded) || got[0].Value != taintAdded[0].Value {
-		t.Errorf("taint changed by republishing: %+v, was %+v", got, taintAdded)
+	// A fault again: the rule is there already, its taint unchanged.
+	if err := prepare(restarted); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
+		t.Errorf("fault after the restart: %v", err)
+	}
+	if got := taintsInAPI(t, client)[broken]; len(got) != 1 || !got[0].TimeAdded.Equal(taintAdded[0].TimeAdded) {
+		t.Errorf("taint after a second fault: %+v, was %+v", got, taintAdded)
 	}
 
-	// Clearing a device without a fault publishes nothing.
-	published = publisher.count()
-	if err := faults.ClearDeviceFault(ctx, dev("pool-b", "dev-1")); err != nil {
+	// Clearing a device without a fault is nothing; clearing the broken
+	// one deletes its rule and no other.
+	if err := restarted.ClearDeviceFault(ctx, dev("pool-b", "dev-1"), broken); err != nil {
 		t.Fatal(err)
 	}
-	if publisher.count() != published {
-		t.Error("clearing a device without a fault published")
+	if got := len(restarted.TaintedDevices()); got != 0 {
+		t.Errorf("after ClearDeviceFault: TaintedDevices = %v", restarted.TaintedDevices())
 	}
-	if err := faults.ClearDeviceFault(ctx, broken); err != nil {
-		t.Fatal(err)
+	if rules := rulesInAPI(t, client); len(rules[broken]) != 0 || len(rules[otherBroken]) != 1 {
+		t.Errorf("rules after ClearDeviceFault of %s: %+v, want only node-2's", broken, rules)
 	}
-	publisher.settle(t)
-	if got := taintsInAPI(t, publisher.client); len(got) != 0 || len(faults.TaintedDevices()) != 0 {
-		t.Errorf("after ClearDeviceFault: taints in the API %v, TaintedDevices %v", got, faults.TaintedDevices())
-	}
-	// Later publications stay clean.
-	if err := faults.PublishResources(ctx, pools(map[string]int{"pool-a": 3, "pool-b": 2})); err != nil {
-		t.Fatal(err)
-	}
-	if got := taintedIn(publisher.last(), failfastplugin.DefaultDeviceFaultTaintKey); len(got) != 0 {
-		t.Errorf("republished taints on %v after ClearDeviceFault", got)
+	if _, err := client.ResourceV1().DeviceTaintRules().Get(ctx, "by-hand", metav1.GetOptions{}); err != nil {
+		t.Errorf("the hand-written rule: %v", err)
 	}
 
-	// A new fault taints again.
-	if err := prepare(); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
+	// A new fault taints again; a rule an operator deleted comes back.
+	if err := prepare(restarted); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
 		t.Errorf("fault after clearing: %v", err)
 	}
-	if got := taintsInAPI(t, publisher.client); len(got[broken]) != 1 {
-		t.Errorf("taints in the API after a new fault: %v", got)
-	}
-
-	// The driver no longer publishes the device: a fault on it says so at
-	// once instead of waiting for a taint that cannot come.
-	if err := faults.PublishResources(ctx, pools(map[string]int{"pool-a": 1, "pool-b": 2})); err != nil {
+	name := ruleNameOf(t, client, broken)
+	if err := client.ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if err := prepare(); !failfastplugin.IsPermanent(err) || !strings.Contains(err.Error(), `device pool-a/dev-1 not tainted: pool "pool-a" of the driver has no such device`) {
-		t.Errorf("fault of a device no longer published: %v", err)
+	if err := prepare(restarted); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
+		t.Errorf("fault after an operator deleted the rule: %v", err)
 	}
-	if elapsed := time.Since(start); elapsed > time.Second {
-		t.Errorf("fault of a device no longer published took %v", elapsed)
+	if ruleNameOf(t, client, broken) != name {
+		t.Errorf("the rule an operator deleted did not come back with the next fault")
 	}
 }
 
 // TestDeviceFaultBeforePublishing: a fault before the driver published
-// anything cannot taint, and says so.
+// anything is tainted all the same: the rule needs no ResourceSlice.
 func TestDeviceFaultBeforePublishing(t *testing.T) {
-	faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{WaitTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newFaultAPI()
+	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "early.dra-failfast.test")
 	result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {dev("pool", "dev-0")}}}).
 		PrepareResourceClaims(t.Context(), claimsNamed("broken"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := result["uid-broken"].Err; !failfastplugin.IsPermanent(err) || !strings.HasSuffix(err.Error(), "(device pool/dev-0 not tainted: the driver has not published ResourceSlices yet)") {
+	if err := result["uid-broken"].Err; !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
 		t.Errorf("got %v", err)
 	}
-	// Publishing without a publisher keeps the resources but fails.
-	if err := faults.PublishResources(t.Context(), pools(map[string]int{"pool": 1})); err == nil {
-		t.Error("PublishResources without a publisher succeeded")
+	if got := sortedDevices(rulesInAPI(t, client)); !reflect.DeepEqual(got, []failfastplugin.DeviceID{dev("pool", "dev-0")}) {
+		t.Errorf("devices with a rule: %v", got)
 	}
 }
 
+// TestLoad: reading what an earlier instance left retries while the API
+// server fails, and gives up at once, saying why, when it does not serve
+// DeviceTaintRules.
+func TestLoad(t *testing.T) {
+	cfg := func(client *fake.Clientset) failfastplugin.DeviceFaultConfig {
+		return failfastplugin.DeviceFaultConfig{DriverName: "load.dra-failfast.test", NodeName: faultNode, KubeClient: client}
+	}
+	t.Run("retries", func(t *testing.T) {
+		client := newFaultAPI()
+		var failed atomic.Int32
+		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if failed.Add(1) == 1 {
+				return true, nil, apierrors.NewServiceUnavailable("starting")
+			}
+			return false, nil, nil
+		})
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := faults.Load(t.Context()); err != nil {
+			t.Errorf("Load after one failure: %v", err)
+		}
+		if failed.Load() != 2 {
+			t.Errorf("%d lists, want 2", failed.Load())
+		}
+	})
+	t.Run("not served", func(t *testing.T) {
+		client := newFaultAPI()
+		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewNotFound(resourceapi.Resource("devicetaintrules"), "")
+		})
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = faults.Load(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "list DeviceTaintRules of driver load.dra-failfast.test") {
+			t.Errorf("Load: %v, want the list's error", err)
+		}
+		if elapsed := time.Since(start); elapsed > 10*time.Second {
+			t.Errorf("Load retried for %v a resource the API server does not serve", elapsed)
+		}
+	})
+}
+
 func TestNewDeviceFaults(t *testing.T) {
-	client := newAPIPublisher("config.dra-failfast.test").client
+	client := newFaultAPI()
 	complete := failfastplugin.DeviceFaultConfig{DriverName: "d", NodeName: "n", KubeClient: client}
+	with := func(change func(*failfastplugin.DeviceFaultConfig)) failfastplugin.DeviceFaultConfig {
+		cfg := complete
+		change(&cfg)
+		return cfg
+	}
 	for name, tc := range map[string]struct {
 		cfg     failfastplugin.DeviceFaultConfig
 		wantErr string
 	}{
 		"defaults":                  {cfg: complete},
-		"no wait, nothing else":     {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1}},
-		"waiting needs the names":   {cfg: failfastplugin.DeviceFaultConfig{}, wantErr: "driver name must be set; node name must be set; Kubernetes client must be set"},
-		"invalid key":               {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1, TaintKey: "broken device"}, wantErr: `taint key "broken device"`},
-		"invalid value":             {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1, TaintValue: "a b"}, wantErr: `taint value "a b"`},
-		"invalid effect":            {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1, TaintEffect: "PreferNoSchedule"}, wantErr: `taint effect "PreferNoSchedule" is not one of NoSchedule, NoExecute, None`},
-		"effect None is fine":       {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1, TaintEffect: resourceapi.DeviceTaintEffectNone}},
-		"prefixed key is fine":      {cfg: failfastplugin.DeviceFaultConfig{WaitTimeout: -1, TaintKey: "gpu.example.com/ecc-error"}},
+		"negative wait is default":  {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.WaitTimeout = -1 })},
+		"names and client required": {cfg: failfastplugin.DeviceFaultConfig{}, wantErr: "driver name must be set; node name must be set; Kubernetes client must be set"},
+		"invalid key":               {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintKey = "broken device" }), wantErr: `taint key "broken device"`},
+		"invalid value":             {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintValue = "a b" }), wantErr: `taint value "a b"`},
+		"invalid effect":            {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintEffect = "PreferNoSchedule" }), wantErr: `taint effect "PreferNoSchedule" is not one of NoSchedule, NoExecute, None`},
+		"effect None is fine":       {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintEffect = resourceapi.DeviceTaintEffectNone })},
+		"prefixed key is fine":      {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintKey = "gpu.example.com/ecc-error" })},
+		"driver name no label":      {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.DriverName = strings.Repeat("d", 64) }), wantErr: "driver name"},
 		"several problems together": {cfg: failfastplugin.DeviceFaultConfig{TaintKey: "-", NodeName: "n", DriverName: "d"}, wantErr: `taint key "-": `},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -650,7 +605,7 @@ func TestNewDeviceFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := faults.Config()
-			if cfg.TaintKey == "" || cfg.TaintEffect == "" || cfg.WaitTimeout == 0 {
+			if cfg.TaintKey == "" || cfg.TaintEffect == "" || cfg.WaitTimeout <= 0 {
 				t.Errorf("defaults not applied: %+v", cfg)
 			}
 		})
@@ -662,86 +617,5 @@ func TestNewDeviceFaults(t *testing.T) {
 	if cfg := faults.Config(); cfg.TaintKey != failfastplugin.DefaultDeviceFaultTaintKey || cfg.TaintEffect != resourceapi.DeviceTaintEffectNoSchedule ||
 		cfg.WaitTimeout != failfastplugin.DefaultDeviceFaultWaitTimeout || cfg.TaintValue != "" {
 		t.Errorf("defaults = %+v", cfg)
-	}
-}
-
-// sliceLists counts the ResourceSlice lists that client served: each is a
-// look at the API while waiting for a taint.
-func sliceLists(client *fake.Clientset) int {
-	n := 0
-	for _, action := range client.Actions() {
-		if action.GetVerb() == "list" && action.GetResource().Resource == "resourceslices" {
-			n++
-		}
-	}
-	return n
-}
-
-// BenchmarkDeviceFaultTaintWait measures how long a prepare call with a
-// DeviceFault holds up the driver (kubeletplugin serializes prepare calls)
-// against a slow API: every ResourceSlice list and every publication takes
-// apiLatency. "first fault" taints a device anew each time (publish, then
-// wait until the taint is visible); "repeated fault" reports a device whose
-// taint the API already showed, which must not wait again. Reports the p50
-// and p99 of the prepare call.
-//
-//	go test -run '^$' -bench DeviceFaultTaintWait -benchtime 20x ./pkg/failfastplugin
-func BenchmarkDeviceFaultTaintWait(b *testing.B) {
-	const apiLatency = 200 * time.Millisecond
-	for _, repeated := range []bool{false, true} {
-		name := "first fault"
-		if repeated {
-			name = "repeated fault"
-		}
-		b.Run(name, func(b *testing.B) {
-			ctx := b.Context()
-			publisher := newAPIPublisher("bench.dra-failfast.test")
-			publisher.delay = apiLatency
-			publisher.client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-				time.Sleep(apiLatency)
-				return false, nil, nil
-			})
-			faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: publisher.driverName, NodeName: faultNode, KubeClient: publisher.client})
-			if err != nil {
-				b.Fatal(err)
-			}
-			faults.SetPublisher(publisher)
-			if err := faults.PublishResources(ctx, pools(map[string]int{"pool": 2})); err != nil {
-				b.Fatal(err)
-			}
-			broken := dev("pool", "dev-1")
-			plugin := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}})
-			prepare := func() time.Duration {
-				start := time.Now()
-				result, err := plugin.PrepareResourceClaims(ctx, claimsNamed("broken"))
-				elapsed := time.Since(start)
-				if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
-					b.Fatalf("prepare: %v, %v", err, result["uid-broken"].Err)
-				}
-				return elapsed
-			}
-			if repeated {
-				prepare() // the taint is seen once
-			}
-			var samples []time.Duration
-			b.ResetTimer()
-			for b.Loop() {
-				if !repeated {
-					b.StopTimer()
-					if err := faults.ClearDeviceFault(ctx, broken); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-				samples = append(samples, prepare())
-			}
-			b.StopTimer()
-			slices.Sort(samples)
-			quantile := func(q float64) float64 {
-				return float64(samples[min(len(samples)-1, int(q*float64(len(samples))))].Milliseconds())
-			}
-			b.ReportMetric(quantile(0.5), "p50-ms")
-			b.ReportMetric(quantile(0.99), "p99-ms")
-		})
 	}
 }

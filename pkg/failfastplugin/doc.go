@@ -47,32 +47,51 @@
 //	helper, err := failfastplugin.StartWithDeviceFaults(ctx, &driver{},
 //		failfastplugin.DeviceFaultConfig{DriverName: "gpu.example.com", NodeName: nodeName, KubeClient: client})
 //
-// Before the answer leaves the driver, the library republishes the driver's
-// ResourceSlices with a NoSchedule device taint on exactly those devices
-// (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when), waits
-// until the taint is visible in the API (at most
-// DefaultDeviceFaultWaitTimeout) and only then returns the permanent error. A
-// claim whose devices could not be tainted (unknown device, publishing failed,
-// the taint did not show up in time) still fails permanently: the error the
-// kubelet sees ends with why the devices were not tainted, the driver's log
-// says it too, and the counter DeviceTaintFailuresMetric counts it.
+// Before the answer leaves the driver, the library creates one cluster-scoped
+// DeviceTaintRule (resource.k8s.io/v1) per faulty device: a NoSchedule taint
+// (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when) on exactly
+// that driver, pool and device. It waits only until the API server stored the
+// rules (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
+// error. A rule that exists already counts as tainted and is left as it is. A
+// claim whose devices could not be tainted (creating a rule failed or took too
+// long) still fails permanently: the error the kubelet sees ends with why the
+// devices were not tainted, the driver's log says it too, and the counter
+// DeviceTaintFailuresMetric counts it.
 //
-// Publish the driver's ResourceSlices with the returned *Helper's
-// PublishResources (not kubeletplugin's: StartWithDeviceFaults does not hand
-// that one out): it remembers them and adds the taints, so that a later
-// republish keeps them. The taints stay until the driver calls
-// ClearDeviceFault, for example once the device was repaired.
+// The rules are API objects of their own, not part of the driver's
+// ResourceSlices: they outlive the driver process (a restart, a DaemonSet
+// roll, a node reboot, after which the kubelet deletes the node's
+// ResourceSlices), they apply before the driver publishes, and to pools and
+// slices of any kind and size. A rule's name is derived from driver, pool and
+// device, so that a restarted driver finds it; it carries the label
+// DeviceTaintRuleDriverLabel and the annotation DeviceTaintRuleNodeAnnotation,
+// and the driver's Node owns it (deleting the Node object deletes it). It
+// stays until the driver calls ClearDeviceFault or an operator deletes it; a
+// restart clears nothing, so a driver that learns that a device was repaired
+// (for example by its health check at start) clears it explicitly. Every
+// fault writes the rule again: one deleted while the device is still broken
+// comes back at the next fault. Helper.TaintedDevices lists the devices with a
+// rule as the driver process knows them.
+//
+// The returned *Helper embeds the *kubeletplugin.Helper: publish the driver's
+// ResourceSlices with its PublishResources as before. ClearDeviceFault and
+// TaintedDevices are its own.
 //
 // StartWithDeviceFaults takes the driver name, node name and client in
 // DeviceFaultConfig, not from the kubeletplugin options: those are opaque
 // functions, and kubeletplugin.Helper does not reveal them either. The
-// library needs them to list the driver's ResourceSlices while it waits for
-// the taint, and passes them on to kubeletplugin, so a driver does not repeat
-// them as options. Start takes the same options as before and returns the
+// library needs them to write the rules, and passes them on to kubeletplugin,
+// so a driver does not repeat them as options. Before kubeletplugin starts it
+// reads the driver's Node and the rules an earlier instance on the node left
+// (DeviceFaults.Load), retrying for up to 30 seconds; it returns an error if
+// it cannot, or if the API server does not serve resource.k8s.io/v1
+// DeviceTaintRules (Kubernetes before 1.37, or the DRADeviceTaintRules feature
+// gate off). The driver's service account needs, besides what kubeletplugin
+// needs, to list (at start), create (a fault) and delete (ClearDeviceFault)
+// devicetaintrules. Start takes the same options as before and returns the
 // same Helper, but taints nothing: a DeviceFault then says that its devices
 // were not tainted. A driver that assembles the kubeletplugin options itself
-// uses NewDeviceFaults, the DeviceFaults' Wrap, GRPCInterceptor and
-// SetPublisher.
+// uses NewDeviceFaults, Load, the DeviceFaults' Wrap and GRPCInterceptor.
 //
 // The metrics (DeviceTaintFailuresMetric, DeviceTaintWaitMetric) are in
 // k8s.io/component-base/metrics/legacyregistry: serve them with

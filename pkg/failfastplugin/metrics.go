@@ -16,27 +16,19 @@ const (
 	// TaintFailureNotEnabled: the driver was started with Start or Wrap,
 	// not with StartWithDeviceFaults or DeviceFaults.Wrap.
 	TaintFailureNotEnabled = "not_enabled"
-	// TaintFailureUnknownDevice: the device is not in the ResourceSlices the
-	// driver last published.
-	TaintFailureUnknownDevice = "unknown_device"
-	// TaintFailureNotTaintable: a taint would make the device's ResourceSlice
-	// invalid (too many devices in the slice, too many taints on the device).
-	TaintFailureNotTaintable = "not_taintable"
-	// TaintFailurePublish: publishing the ResourceSlices failed.
+	// TaintFailurePublish: creating the device's DeviceTaintRule failed
+	// or took longer than DeviceFaultConfig.WaitTimeout.
 	TaintFailurePublish = "publish_failed"
-	// TaintFailureNotVisible: the taint was not seen in the API within
-	// DeviceFaultConfig.WaitTimeout.
-	TaintFailureNotVisible = "not_visible"
 )
 
 const (
 	// DeviceTaintFailuresMetric is the name of the counter of devices
-	// reported with DeviceFault whose taint could not be published or was
-	// not seen in the API in time, by driver_name and reason.
+	// reported with DeviceFault whose DeviceTaintRule could not be written,
+	// by driver_name and reason.
 	DeviceTaintFailuresMetric = "dra_failfast_plugin_device_taint_failures_total"
 	// DeviceTaintWaitMetric is the name of the histogram of the time from
-	// a prepare call's device faults reaching the library until all their
-	// taints were visible in the API, by driver_name.
+	// a prepare call's device faults reaching the library until the API
+	// server stored all their DeviceTaintRules, by driver_name.
 	DeviceTaintWaitMetric = "dra_failfast_plugin_device_taint_wait_duration_seconds"
 )
 
@@ -44,7 +36,7 @@ var (
 	deviceTaintFailures = metrics.NewCounterVec(
 		&metrics.CounterOpts{
 			Name:           DeviceTaintFailuresMetric,
-			Help:           "Number of devices reported with DeviceFault whose taint could not be published or was not visible in the API in time; their claims failed permanently anyway. By driver and reason.",
+			Help:           "Number of devices reported with DeviceFault whose DeviceTaintRule could not be written; their claims failed permanently anyway. By driver and reason.",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"driver_name", "reason"},
@@ -52,7 +44,7 @@ var (
 	deviceTaintWait = metrics.NewHistogramVec(
 		&metrics.HistogramOpts{
 			Name:           DeviceTaintWaitMetric,
-			Help:           "Time from the device faults of a NodePrepareResources call reaching the library until all their taints were visible in the API, by driver.",
+			Help:           "Time from the device faults of a NodePrepareResources call reaching the library until the API server stored all their DeviceTaintRules, by driver.",
 			Buckets:        metrics.ExponentialBuckets(0.005, 2, 12), // 5ms ... 10.24s, the default wait timeout
 			StabilityLevel: metrics.ALPHA,
 		},

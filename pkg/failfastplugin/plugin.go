@@ -15,60 +15,16 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 // Helper is a running driver started by StartWithDeviceFaults: the
-// kubeletplugin.Helper with publishing routed through the device faults. It
-// does not embed or return the kubeletplugin.Helper on purpose: a driver that
-// published with that helper directly would drop the taints of devices with
-// a fault at its next publication. Keep a *failfastplugin.Helper where a
-// driver keeps a *kubeletplugin.Helper (or an interface with the methods it
-// calls).
+// kubeletplugin.Helper plus the device faults. Publish with its
+// PublishResources as before: the taints of the devices with a fault are
+// DeviceTaintRules of their own, not part of what the driver publishes.
 type Helper struct {
-	helper *kubeletplugin.Helper
+	*kubeletplugin.Helper
 	faults *DeviceFaults
-}
-
-// PublishResources publishes resources, with a taint on every device with a
-// fault (see DeviceFaults.PublishResources).
-func (h *Helper) PublishResources(ctx context.Context, resources resourceslice.DriverResources) error {
-	return h.faults.PublishResources(ctx, resources)
-}
-
-// Stop stops the driver (kubeletplugin.Helper.Stop).
-func (h *Helper) Stop() {
-	if h == nil {
-		return
-	}
-	h.helper.Stop()
-}
-
-// RegistrationStatus returns the kubelet's answer to the driver's
-// registration, nil before there is one (kubeletplugin.Helper.RegistrationStatus).
-func (h *Helper) RegistrationStatus() *registerapi.RegistrationStatus {
-	return h.helper.RegistrationStatus()
-}
-
-// SetGetInfoError makes the plugin's registration answer the kubelet's
-// GetInfo with err (kubeletplugin.Helper.SetGetInfoError).
-func (h *Helper) SetGetInfoError(err error) {
-	h.helper.SetGetInfoError(err)
-}
-
-// SetNotifyRegistrationStatusError makes the plugin's registration answer
-// the kubelet's NotifyRegistrationStatus with err
-// (kubeletplugin.Helper.SetNotifyRegistrationStatusError).
-func (h *Helper) SetNotifyRegistrationStatusError(err error) {
-	h.helper.SetNotifyRegistrationStatusError(err)
-}
-
-// UpdateRequestMetadata overwrites the metadata of a request of a prepared
-// claim (kubeletplugin.Helper.UpdateRequestMetadata).
-func (h *Helper) UpdateRequestMetadata(ctx context.Context, claimNamespace, claimName string, claimUID types.UID, requestName string, devices []kubeletplugin.Device) error {
-	return h.helper.UpdateRequestMetadata(ctx, claimNamespace, claimName, claimUID, requestName, devices)
 }
 
 // ClearDeviceFault removes the faults of devices and their taints (see
@@ -81,6 +37,14 @@ func (h *Helper) ClearDeviceFault(ctx context.Context, devices ...DeviceID) erro
 // DeviceFaults.TaintedDevices).
 func (h *Helper) TaintedDevices() []DeviceID {
 	return h.faults.TaintedDevices()
+}
+
+// Stop stops the driver (kubeletplugin.Helper.Stop); nil-safe.
+func (h *Helper) Stop() {
+	if h == nil || h.Helper == nil {
+		return
+	}
+	h.Helper.Stop()
 }
 
 // Start is kubeletplugin.Start with the plugin wrapped by Wrap and the
@@ -97,33 +61,30 @@ func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletp
 // StartWithDeviceFaults is Start plus the tainting of the devices that the
 // plugin reports with DeviceFault, configured by cfg. cfg.DriverName,
 // cfg.NodeName and cfg.KubeClient are passed to kubeletplugin as options
-// after opts, so opts need not contain them.
+// after opts, so opts need not contain them. Before kubeletplugin starts, it
+// reads the DeviceTaintRules that an earlier instance of the driver on this
+// node left (DeviceFaults.Load): it fails when it cannot read them within 30
+// seconds, or when the API server does not serve DeviceTaintRules.
 func StartWithDeviceFaults(ctx context.Context, plugin kubeletplugin.DRAPlugin, cfg DeviceFaultConfig, opts ...kubeletplugin.Option) (*Helper, error) {
 	faults, err := NewDeviceFaults(cfg)
 	if err != nil {
 		return nil, err
 	}
-	opts = slices.Clone(opts)
-	if cfg.DriverName != "" {
-		opts = append(opts, kubeletplugin.DriverName(cfg.DriverName))
-	}
-	if cfg.NodeName != "" {
-		opts = append(opts, kubeletplugin.NodeName(cfg.NodeName))
-	}
-	if cfg.KubeClient != nil {
-		opts = append(opts, kubeletplugin.KubeClient(cfg.KubeClient))
-	}
+	opts = append(slices.Clone(opts), kubeletplugin.DriverName(cfg.DriverName), kubeletplugin.NodeName(cfg.NodeName), kubeletplugin.KubeClient(cfg.KubeClient))
 	return start(ctx, plugin, faults, opts)
 }
 
 func start(ctx context.Context, plugin kubeletplugin.DRAPlugin, faults *DeviceFaults, opts []kubeletplugin.Option) (*Helper, error) {
+	// Before the first prepare call: the faults an earlier instance left.
+	if err := faults.Load(ctx); err != nil {
+		return nil, err
+	}
 	opts = append(opts[:len(opts):len(opts)], GRPCInterceptor())
 	helper, err := kubeletplugin.Start(ctx, faults.Wrap(plugin), opts...)
 	if err != nil {
 		return nil, err
 	}
-	faults.SetPublisher(helper)
-	return &Helper{helper: helper, faults: faults}, nil
+	return &Helper{Helper: helper, faults: faults}, nil
 }
 
 // Wrap returns a DRAPlugin that notes which claims plugin failed permanently
@@ -134,10 +95,10 @@ func Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
 	return disabledDeviceFaults().Wrap(plugin)
 }
 
-// disabledDeviceFaults keeps what the driver publishes but taints nothing.
+// disabledDeviceFaults taints nothing.
 func disabledDeviceFaults() *DeviceFaults {
 	RegisterMetrics()
-	return &DeviceFaults{taints: map[DeviceID]resourceapi.DeviceTaint{}}
+	return &DeviceFaults{rules: map[DeviceID]string{}}
 }
 
 type wrappedPlugin struct {

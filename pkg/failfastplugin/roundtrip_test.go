@@ -298,23 +298,36 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Errorf("taint = %+v", taint)
 	}
 
-	// The driver publishes again, with a device more: the taint stays.
-	if err := helper.PublishResources(ctx, pools(map[string]int{"pool": 3})); err != nil {
+	// The driver publishes again, with a device more, through the
+	// embedded kubeletplugin.Helper: the taint is a rule of its own and
+	// stays.
+	if err := helper.Helper.PublishResources(ctx, pools(map[string]int{"pool": 3})); err != nil {
 		t.Fatal(err)
 	}
-	waitForAPI(t, client, "three devices, dev-1 still tainted", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool {
-		return len(devices) == 3 && len(devices[broken]) == 1
-	})
-	if got := helper.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
-		t.Errorf("TaintedDevices = %v", got)
+	waitForAPI(t, client, "three devices", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool { return len(devices) == 3 })
+	if got := helper.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) || len(taintsInAPI(t, client)[broken]) != 1 {
+		t.Errorf("after republishing: TaintedDevices = %v, in the API %v", got, taintsInAPI(t, client))
 	}
 
-	if err := helper.ClearDeviceFault(ctx, broken); err != nil {
+	// The driver restarts: the new instance knows the fault.
+	helper.Stop()
+	restarted, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{}, failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client},
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+	)
+	if err != nil {
+		t.Fatalf("restart driver: %v", err)
+	}
+	t.Cleanup(restarted.Stop)
+	if got := restarted.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
+		t.Errorf("after a restart: TaintedDevices = %v, want %v", got, broken)
+	}
+	if err := restarted.ClearDeviceFault(ctx, broken); err != nil {
 		t.Fatal(err)
 	}
-	waitForAPI(t, client, "no taints", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool {
-		return len(devices) == 3 && len(devices[broken]) == 0
-	})
+	if inAPI := taintsInAPI(t, client); len(inAPI) != 0 {
+		t.Errorf("after ClearDeviceFault: %v", inAPI)
+	}
 }
 
 // waitForAPI waits until the devices in the API, with their taints, are
@@ -346,27 +359,9 @@ func TestStartIsDropIn(t *testing.T) {
 	if got, want := reflect.TypeOf(failfastplugin.Start), reflect.TypeOf(kubeletplugin.Start); got != want {
 		t.Errorf("failfastplugin.Start is %v, kubeletplugin.Start is %v", got, want)
 	}
-}
-
-// TestHelperHasNoBypass: a driver that kept the kubeletplugin.Helper inside a
-// Helper (d.helper = h.Helper, as drivers keep a *kubeletplugin.Helper) and
-// published with it dropped every device fault's taint at its next
-// publication. Helper must offer no way to reach a publisher that skips the
-// device faults: no exported or embedded field, no method returning the
-// kubeletplugin.Helper.
-func TestHelperHasNoBypass(t *testing.T) {
-	helperType := reflect.TypeFor[failfastplugin.Helper]()
-	rawHelper := reflect.TypeFor[*kubeletplugin.Helper]()
-	for field := range helperType.Fields() {
-		if field.IsExported() || field.Anonymous {
-			t.Errorf("Helper has the field %s (%s): a driver can publish around the device faults through it", field.Name, field.Type)
-		}
-	}
-	for method := range reflect.PointerTo(helperType).Methods() {
-		for out := range method.Type.Outs() {
-			if out == rawHelper {
-				t.Errorf("Helper.%s returns the kubeletplugin.Helper: a driver can publish around the device faults through it", method.Name)
-			}
-		}
+	// StartWithDeviceFaults' Helper is a kubeletplugin.Helper too: a driver
+	// that keeps one keeps helper.Helper.
+	if field, ok := reflect.TypeFor[failfastplugin.Helper]().FieldByName("Helper"); !ok || !field.Anonymous || field.Type != reflect.TypeFor[*kubeletplugin.Helper]() {
+		t.Errorf("failfastplugin.Helper does not embed *kubeletplugin.Helper")
 	}
 }

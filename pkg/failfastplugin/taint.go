@@ -5,24 +5,27 @@ package failfastplugin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -30,17 +33,25 @@ const (
 	// reported with DeviceFault, unless DeviceFaultConfig.TaintKey says
 	// otherwise.
 	DefaultDeviceFaultTaintKey = "dra-failfast.io/device-fault"
-	// DefaultDeviceFaultWaitTimeout is how long a prepare call waits for new
-	// taints to be visible in the API, unless DeviceFaultConfig.WaitTimeout
-	// says otherwise. The kubelet gives a NodePrepareResources call 45s.
+	// DefaultDeviceFaultWaitTimeout is how long a prepare call waits for
+	// the API server to store the DeviceTaintRules of its device faults,
+	// unless DeviceFaultConfig.WaitTimeout says otherwise. The kubelet
+	// gives a NodePrepareResources call 45s.
 	DefaultDeviceFaultWaitTimeout = 10 * time.Second
 
-	// The visibility wait lists the driver's ResourceSlices first after
-	// taintPollFirst, then twice as long after each list up to
-	// taintPollMax: the taint usually shows up within tens of
-	// milliseconds, and the wait holds up the kubelet.
-	taintPollFirst = 5 * time.Millisecond
-	taintPollMax   = 200 * time.Millisecond
+	// DeviceTaintRuleDriverLabel is the label of every DeviceTaintRule
+	// that the library creates: the driver's name. The rules of a driver
+	// are listed by it.
+	DeviceTaintRuleDriverLabel = "dra-failfast.io/driver"
+	// DeviceTaintRuleNodeAnnotation is the annotation of every
+	// DeviceTaintRule that the library creates: the node whose driver
+	// instance created it, which reads it back when it starts. An
+	// annotation, not a label: node names may be longer than label values.
+	DeviceTaintRuleNodeAnnotation = "dra-failfast.io/node"
+
+	// loadTimeout bounds how long StartWithDeviceFaults retries reading
+	// the driver's DeviceTaintRules and its Node.
+	loadTimeout = 30 * time.Second
 )
 
 // DeviceFaultConfig configures how devices reported with DeviceFault get
@@ -48,11 +59,10 @@ const (
 type DeviceFaultConfig struct {
 	// DriverName, NodeName and KubeClient are the driver's name, its node
 	// and its client, as given to kubeletplugin in the options of the same
-	// names. The library needs them to see its taints in the API, and
+	// names. The library needs them to write its DeviceTaintRules, and
 	// kubeletplugin does not reveal its options. StartWithDeviceFaults
 	// passes them on to kubeletplugin.Start (after opts, so these win): a
-	// driver need not repeat them as options. Required unless WaitTimeout is
-	// negative.
+	// driver need not repeat them as options. Required.
 	DriverName string
 	NodeName   string
 	KubeClient kubernetes.Interface
@@ -69,53 +79,42 @@ type DeviceFaultConfig struct {
 	// scheduler gives new claims other devices, and pods that already use
 	// the device keep running. NoExecute also evicts those.
 	TaintEffect resourceapi.DeviceTaintEffect
-	// WaitTimeout bounds how long a prepare call waits until new taints
-	// are visible in the API before it returns the permanent error.
-	// Default: DefaultDeviceFaultWaitTimeout. Negative: publish the taint,
-	// do not wait.
+	// WaitTimeout bounds how long a prepare call waits for the API server
+	// to store the DeviceTaintRules of its device faults before it returns
+	// the permanent error. Default (zero or negative):
+	// DefaultDeviceFaultWaitTimeout.
 	WaitTimeout time.Duration
 }
 
-// Publisher publishes a driver's ResourceSlices; *kubeletplugin.Helper is
-// one.
-type Publisher interface {
-	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
-}
-
-// DeviceFaults taints devices reported with DeviceFault. It keeps what the
-// driver published last and adds a taint to every device with a fault, every
-// time it publishes, until the driver clears the fault with ClearDeviceFault.
+// DeviceFaults taints devices reported with DeviceFault. Each device with a
+// fault gets a DeviceTaintRule of its own in the API: the taint applies to
+// the device wherever the driver publishes it, before and after the driver
+// publishes, and it outlives the driver process (a restart, a DaemonSet
+// roll, a node reboot) until the driver clears the fault with
+// ClearDeviceFault or an operator deletes the rule. The rule is owned by the
+// driver's Node: it goes when the Node object goes.
 //
 // StartWithDeviceFaults sets one up; a driver that assembles the kubeletplugin
-// options itself uses NewDeviceFaults, starts kubeletplugin with Wrap's plugin
-// and the GRPCInterceptor option, hands the helper to SetPublisher and then
-// publishes through PublishResources.
+// options itself uses NewDeviceFaults, Load, and starts kubeletplugin with
+// Wrap's plugin and the GRPCInterceptor option.
 type DeviceFaults struct {
 	cfg DeviceFaultConfig
 	// enabled is false for the DeviceFaults of Start: a DeviceFault then
 	// fails the claim permanently without a taint, and says so.
 	enabled bool
 
-	// publishMu serializes computing and publishing the resources, so that
-	// an older state never overwrites a newer one.
-	publishMu sync.Mutex
-
-	mu        sync.Mutex
-	publisher Publisher
-	// resources is what the driver published last, nil before.
-	resources *resourceslice.DriverResources
-	// taints are the taints of the devices with a fault.
-	taints map[DeviceID]resourceapi.DeviceTaint
-	// seen are the devices whose taint (the one in taints) a wait saw in
-	// the API. Every later publication goes through this DeviceFaults and
-	// carries the taint, so a later fault of such a device does not wait
-	// for it again: the wait holds up every other prepare call of the
-	// driver, which kubeletplugin serializes.
-	seen map[DeviceID]bool
+	mu sync.Mutex
+	// rules are the devices with a fault, by the name of their rule, as
+	// this process knows them: read by Load, added by faults, removed by
+	// ClearDeviceFault.
+	rules map[DeviceID]string
+	// owner is the driver's Node as the owner of its rules, nil until Load
+	// read it.
+	owner *metav1.OwnerReference
 }
 
-// NewDeviceFaults checks cfg and applies its defaults. Nothing gets published
-// before SetPublisher and PublishResources.
+// NewDeviceFaults checks cfg and applies its defaults. It does not contact
+// the API server: Load does.
 func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	RegisterMetrics()
 	if cfg.TaintKey == "" {
@@ -124,7 +123,7 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if cfg.TaintEffect == "" {
 		cfg.TaintEffect = resourceapi.DeviceTaintEffectNoSchedule
 	}
-	if cfg.WaitTimeout == 0 {
+	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = DefaultDeviceFaultWaitTimeout
 	}
 	var problems []string
@@ -140,22 +139,23 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 		problems = append(problems, fmt.Sprintf("taint effect %q is not one of %s, %s, %s", cfg.TaintEffect,
 			resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone))
 	}
-	if cfg.WaitTimeout > 0 {
-		// Waiting lists the driver's ResourceSlices of its node.
-		if cfg.DriverName == "" {
-			problems = append(problems, "driver name must be set")
-		}
-		if cfg.NodeName == "" {
-			problems = append(problems, "node name must be set")
-		}
-		if cfg.KubeClient == nil {
-			problems = append(problems, "Kubernetes client must be set")
-		}
+	if cfg.DriverName == "" {
+		problems = append(problems, "driver name must be set")
+	} else if errs := content.IsLabelValue(cfg.DriverName); len(errs) > 0 {
+		// The resource API allows 63 bytes for a driver name, so this
+		// only catches names it would refuse anyway.
+		problems = append(problems, fmt.Sprintf("driver name %q: %s", cfg.DriverName, strings.Join(errs, ", ")))
+	}
+	if cfg.NodeName == "" {
+		problems = append(problems, "node name must be set")
+	}
+	if cfg.KubeClient == nil {
+		problems = append(problems, "Kubernetes client must be set")
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, enabled: true, taints: map[DeviceID]resourceapi.DeviceTaint{}, seen: map[DeviceID]bool{}}, nil
+	return &DeviceFaults{cfg: cfg, enabled: true, rules: map[DeviceID]string{}}, nil
 }
 
 // Config returns the configuration, with defaults applied.
@@ -168,126 +168,167 @@ func (f *DeviceFaults) Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlu
 	return &wrappedPlugin{DRAPlugin: plugin, faults: f}
 }
 
-// SetPublisher sets where PublishResources, ClearDeviceFault and the device
-// faults publish to: normally the kubeletplugin.Helper. It does not publish.
-func (f *DeviceFaults) SetPublisher(publisher Publisher) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.publisher = publisher
-}
-
-// PublishResources remembers resources as what the driver publishes, and
-// publishes them with the taints of the devices that have a fault. Call it
-// instead of the kubeletplugin helper's PublishResources. The caller may
-// modify resources after this call returns.
-func (f *DeviceFaults) PublishResources(ctx context.Context, resources resourceslice.DriverResources) error {
-	f.mu.Lock()
-	f.resources = resources.DeepCopy()
-	f.mu.Unlock()
-	return f.publish(ctx)
-}
-
-// ClearDeviceFault removes the faults of devices, and with them their taints
-// from the published ResourceSlices: the devices can be allocated again. A
-// device without a fault is ignored. It does not wait for the API.
-func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID) error {
-	var cleared []DeviceID
-	f.mu.Lock()
-	for _, device := range devices {
-		if _, ok := f.taints[device]; ok {
-			delete(f.taints, device)
-			delete(f.seen, device)
-			cleared = append(cleared, device)
+// Load reads what an earlier instance of the driver on this node left: the
+// DeviceTaintRules of its device faults (TaintedDevices returns them
+// afterwards), and the Node that owns the rules. It retries for up to 30
+// seconds. StartWithDeviceFaults calls it before kubeletplugin starts.
+// Without it, faults are tainted all the same, but the rules have no owner
+// and TaintedDevices only knows the faults of this process.
+func (f *DeviceFaults) Load(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	var (
+		node    *v1.Node
+		rules   *resourceapi.DeviceTaintRuleList
+		lastErr error
+	)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, loadTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if node == nil {
+			node, err = f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
+			if err != nil {
+				node, lastErr = nil, fmt.Errorf("get Node %s: %w", f.cfg.NodeName, err)
+				logger.V(2).Info("Reading the driver's Node failed, retrying", "err", err)
+				return false, nil
+			}
 		}
+		rules, err = f.cfg.KubeClient.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{
+			LabelSelector: labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName}.String(),
+		})
+		if err != nil {
+			lastErr = fmt.Errorf("list DeviceTaintRules of driver %s: %w", f.cfg.DriverName, err)
+			if apierrors.IsNotFound(err) {
+				// The API server does not serve DeviceTaintRules:
+				// retrying will not help.
+				return false, lastErr
+			}
+			logger.V(2).Info("Listing DeviceTaintRules failed, retrying", "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if lastErr != nil {
+			err = lastErr
+		}
+		return fmt.Errorf("device faults: read what the driver left: %w", err)
 	}
+	// Not a controller, no blockOwnerDeletion: that would need the right
+	// to delete Nodes.
+	owner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	loaded := map[DeviceID]string{}
+	for _, rule := range rules.Items {
+		if rule.Annotations[DeviceTaintRuleNodeAnnotation] != f.cfg.NodeName {
+			continue
+		}
+		device, ok := ruleDevice(&rule)
+		if !ok || rule.Name != f.ruleName(device) {
+			// Not a rule of the library's making (edited by hand?):
+			// leave it alone, the operator owns it now.
+			logger.Info("Ignoring a DeviceTaintRule with the driver's label that the library did not write", "rule", rule.Name)
+			continue
+		}
+		loaded[device] = rule.Name
+	}
+	f.mu.Lock()
+	f.owner = owner
+	maps.Copy(f.rules, loaded)
 	f.mu.Unlock()
-	if len(cleared) == 0 {
+	if len(loaded) > 0 {
+		logger.Info("Devices tainted by an earlier instance of the driver stay tainted", "devices", deviceNames(slices.SortedFunc(maps.Keys(loaded), compareDeviceIDs)))
+	}
+	return nil
+}
+
+// ruleDevice returns the device that rule selects, if it selects exactly one.
+func ruleDevice(rule *resourceapi.DeviceTaintRule) (DeviceID, bool) {
+	selector := rule.Spec.DeviceSelector
+	if selector == nil || selector.Pool == nil || selector.Device == nil {
+		return DeviceID{}, false
+	}
+	return DeviceID{Pool: *selector.Pool, Device: *selector.Device}, true
+}
+
+// ruleName is the name of the DeviceTaintRule of device: the device's name
+// and a hash of driver, pool and device, so that each device of each driver
+// has one, a restarted driver finds it, and ClearDeviceFault deletes it
+// without having to know it.
+func (f *DeviceFaults) ruleName(device DeviceID) string {
+	sum := sha256.Sum256([]byte(f.cfg.DriverName + "\x00" + device.Pool + "\x00" + device.Device))
+	suffix := hex.EncodeToString(sum[:])[:16]
+	// A device name is a DNS label (at most 63 bytes): the name stays a
+	// valid object name. A device name from a malformed DeviceID is
+	// dropped rather than making the name invalid.
+	if content.IsDNS1123Label(device.Device) == nil && len(device.Device) > 0 {
+		return device.Device + "-" + suffix
+	}
+	return "device-" + suffix
+}
+
+// rule returns the DeviceTaintRule that taints device with taint.
+func (f *DeviceFaults) rule(device DeviceID, taint resourceapi.DeviceTaint) *resourceapi.DeviceTaintRule {
+	f.mu.Lock()
+	owner := f.owner
+	f.mu.Unlock()
+	rule := &resourceapi.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        f.ruleName(device),
+			Labels:      map[string]string{DeviceTaintRuleDriverLabel: f.cfg.DriverName},
+			Annotations: map[string]string{DeviceTaintRuleNodeAnnotation: f.cfg.NodeName},
+		},
+		Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{
+				Driver: ptr.To(f.cfg.DriverName),
+				Pool:   ptr.To(device.Pool),
+				Device: ptr.To(device.Device),
+			},
+			Taint: taint,
+		},
+	}
+	if owner != nil {
+		rule.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return rule
+}
+
+// ClearDeviceFault removes the faults of devices: it deletes their
+// DeviceTaintRules, so that the devices can be allocated again. A device
+// without a rule is ignored, whether this process tainted it or not.
+func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID) error {
+	if !f.enabled {
 		return nil
 	}
-	klog.FromContext(ctx).Info("Cleared device faults, removing their taints", "devices", deviceNames(cleared))
-	return f.publish(ctx)
+	var errs []error
+	var cleared []DeviceID
+	for _, device := range devices {
+		name := f.ruleName(device)
+		err := f.cfg.KubeClient.ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			cleared = append(cleared, device)
+		case apierrors.IsNotFound(err):
+		default:
+			// The fault stays: the device is still tainted.
+			errs = append(errs, fmt.Errorf("delete DeviceTaintRule %s of device %s: %w", name, device, err))
+			continue
+		}
+		f.mu.Lock()
+		delete(f.rules, device)
+		f.mu.Unlock()
+	}
+	if len(cleared) > 0 {
+		klog.FromContext(ctx).Info("Cleared device faults, deleted their DeviceTaintRules", "devices", deviceNames(cleared))
+	}
+	return errors.Join(errs...)
 }
 
-// TaintedDevices returns the devices with a fault, sorted: those whose
-// taint PublishResources adds. A device whose taint could not be published
-// is not among them.
+// TaintedDevices returns the devices with a fault, sorted: those with a
+// DeviceTaintRule as this process knows them (read by Load, written by a
+// fault, deleted by ClearDeviceFault). A rule an operator deleted stays in
+// the list until the device's next fault or ClearDeviceFault.
 func (f *DeviceFaults) TaintedDevices() []DeviceID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.SortedFunc(maps.Keys(f.taints), compareDeviceIDs)
-}
-
-var errNoPublisher = errors.New("no publisher set")
-
-// publish hands the driver's resources with the taints to the publisher.
-func (f *DeviceFaults) publish(ctx context.Context) error {
-	f.publishMu.Lock()
-	defer f.publishMu.Unlock()
-	f.mu.Lock()
-	publisher := f.publisher
-	if f.resources == nil {
-		// The driver has not published yet: nothing to taint either.
-		f.mu.Unlock()
-		return nil
-	}
-	resources := f.taintedResourcesLocked(klog.FromContext(ctx))
-	f.mu.Unlock()
-	if publisher == nil {
-		return errNoPublisher
-	}
-	if err := publisher.PublishResources(ctx, resources); err != nil {
-		return fmt.Errorf("publish ResourceSlices: %w", err)
-	}
-	return nil
-}
-
-// taintedResourcesLocked returns a copy of the driver's resources with the
-// taints. A device gets no taint where that would make its ResourceSlice
-// invalid: the API server would reject the whole slice.
-func (f *DeviceFaults) taintedResourcesLocked(logger klog.Logger) resourceslice.DriverResources {
-	resources := f.resources.DeepCopy()
-	if len(f.taints) == 0 {
-		return *resources
-	}
-	for poolName, pool := range resources.Pools {
-		for _, slice := range pool.Slices {
-			for i := range slice.Devices {
-				device := &slice.Devices[i]
-				id := DeviceID{Pool: poolName, Device: device.Name}
-				taint, ok := f.taints[id]
-				if !ok {
-					continue
-				}
-				if err := checkTaintable(slice, *device, taint); err != nil {
-					logger.Error(err, "Device with a fault published without its taint", "device", id.String())
-					continue
-				}
-				device.Taints = withTaint(device.Taints, taint)
-			}
-		}
-	}
-	return *resources
-}
-
-// withTaint returns taints with taint instead of any taint of the same key
-// and effect: the fault's taint wins over one the driver set itself.
-func withTaint(taints []resourceapi.DeviceTaint, taint resourceapi.DeviceTaint) []resourceapi.DeviceTaint {
-	taints = slices.DeleteFunc(taints, func(t resourceapi.DeviceTaint) bool {
-		return t.Key == taint.Key && t.Effect == taint.Effect
-	})
-	return append(taints, taint)
-}
-
-// checkTaintable tells whether device in slice can get taint and the slice
-// stays valid.
-func checkTaintable(slice resourceslice.Slice, device resourceapi.Device, taint resourceapi.DeviceTaint) error {
-	if n := len(slice.Devices); n > resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures {
-		return fmt.Errorf("its ResourceSlice has %d devices, a slice with taints may have at most %d", n, resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures)
-	}
-	if n := len(withTaint(slices.Clone(device.Taints), taint)); n > resourceapi.DeviceTaintsMaxLength {
-		return fmt.Errorf("it would have %d taints, at most %d are allowed", n, resourceapi.DeviceTaintsMaxLength)
-	}
-	return nil
+	return slices.SortedFunc(maps.Keys(f.rules), compareDeviceIDs)
 }
 
 // taintFailure is why a device did not get tainted.
@@ -297,10 +338,10 @@ type taintFailure struct {
 	err    error
 }
 
-// taint adds a fault to each of the devices (text is the text of the
-// first fault for it: the taint value), publishes the new taints in one go
-// and waits until all taints are visible in the API. It returns why the
-// devices that did not get tainted did not.
+// taint creates a DeviceTaintRule for each of the devices (text is the text
+// of the first fault for it: the taint value), or finds the one there is,
+// all within WaitTimeout. It returns why the devices that did not get
+// tainted did not.
 func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map[DeviceID]*taintFailure {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
@@ -318,205 +359,56 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 		return failures
 	}
 
-	// added are the taints of this call, pending all taints to wait for:
-	// a taint that another call published may still be on its way.
-	added := map[DeviceID]resourceapi.DeviceTaint{}
-	var pending []DeviceID
-	waitedFor := map[DeviceID]resourceapi.DeviceTaint{}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
+	defer cancel()
 	now := metav1.Now().Rfc3339Copy() // what the API stores
-	f.mu.Lock()
+	var created []string
+	// Every fault writes its rule, also for a device with a rule already:
+	// a device that fails again was allocated although tainted, so its
+	// rule is gone (an operator deleted it) or no longer keeps pods away.
 	for _, device := range devices {
-		taint, exists := f.taints[device]
-		if !exists {
-			taint = resourceapi.DeviceTaint{
-				Key:       f.cfg.TaintKey,
-				Value:     f.cfg.TaintValue,
-				Effect:    f.cfg.TaintEffect,
-				TimeAdded: &now,
-			}
-			if taint.Value == "" {
-				taint.Value = taintValue(texts[device])
-			}
+		taint := resourceapi.DeviceTaint{
+			Key:       f.cfg.TaintKey,
+			Value:     f.cfg.TaintValue,
+			Effect:    f.cfg.TaintEffect,
+			TimeAdded: &now,
 		}
-		// Also for a device with a fault already: the driver may have
-		// published it away since, and waiting for its taint would
-		// take the whole WaitTimeout.
-		if failure := f.checkKnownLocked(device, taint); failure != nil {
+		if taint.Value == "" {
+			taint.Value = taintValue(texts[device])
+		}
+		rule := f.rule(device, taint)
+		_, err := f.cfg.KubeClient.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			created = append(created, device.String()+"="+taint.Value)
+		case apierrors.IsAlreadyExists(err):
+			// Written by an earlier fault, maybe by an earlier
+			// instance of the driver; an operator may have changed
+			// its taint since, which stays as it is.
+		default:
+			// Short: the note on the claim's error has 128 bytes.
+			failure := &taintFailure{reason: TaintFailurePublish, err: fmt.Errorf("create DeviceTaintRule: %w", err)}
+			switch {
+			case ctx.Err() != nil:
+				failure.err = fmt.Errorf("create DeviceTaintRule: no answer from the API server within %v: %w", f.cfg.WaitTimeout, err)
+			case apierrors.IsNotFound(err):
+				failure.err = fmt.Errorf("the API server does not serve DeviceTaintRules: %w", err)
+			}
+			logger.Error(err, "Creating a DeviceTaintRule failed", "rule", rule.Name, "device", device.String())
 			failures[device] = failure
 			continue
 		}
-		if !exists {
-			f.taints[device] = taint
-			added[device] = taint
-		}
-		if !f.seen[device] {
-			pending = append(pending, device)
-			waitedFor[device] = taint
-		}
+		f.mu.Lock()
+		f.rules[device] = rule.Name
+		f.mu.Unlock()
 	}
-	f.mu.Unlock()
-
-	if len(added) > 0 {
-		var described []string
-		for _, device := range slices.SortedFunc(maps.Keys(added), compareDeviceIDs) {
-			described = append(described, device.String()+"="+added[device].Value)
-		}
-		logger.Info("Tainting devices with a fault", "taints", described, "key", f.cfg.TaintKey, "effect", f.cfg.TaintEffect)
-		if err := f.publish(ctx); err != nil {
-			// Forget the new taints, so that the next fault of these
-			// devices tries again instead of waiting for a taint that
-			// never got out.
-			f.mu.Lock()
-			for device, taint := range added {
-				if current, ok := f.taints[device]; ok && current.TimeAdded == taint.TimeAdded {
-					delete(f.taints, device)
-				}
-			}
-			f.mu.Unlock()
-			for _, device := range pending {
-				failures[device] = &taintFailure{reason: TaintFailurePublish, err: err}
-			}
-			return failures
-		}
+	if len(created) > 0 {
+		logger.Info("Tainted devices with a fault", "taints", created, "key", f.cfg.TaintKey, "effect", f.cfg.TaintEffect)
 	}
-	if len(pending) == 0 || f.cfg.WaitTimeout < 0 {
-		return failures
-	}
-
-	missing, err := f.waitVisible(ctx, pending)
-	for _, device := range missing {
-		failures[device] = &taintFailure{reason: TaintFailureNotVisible, err: err}
-	}
-	f.mu.Lock()
-	for device, taint := range waitedFor {
-		// Only the taint waited for: the fault may have been cleared and
-		// reported again meanwhile.
-		if current, ok := f.taints[device]; ok && current.TimeAdded.Equal(taint.TimeAdded) && !slices.Contains(missing, device) {
-			f.seen[device] = true
-		}
-	}
-	f.mu.Unlock()
-	if len(missing) == 0 {
-		elapsed := time.Since(start)
-		deviceTaintWait.WithLabelValues(f.cfg.DriverName).Observe(elapsed.Seconds())
-		logger.V(2).Info("Device taints visible in the API", "devices", deviceNames(pending), "wait", elapsed)
+	if len(failures) == 0 {
+		deviceTaintWait.WithLabelValues(f.cfg.DriverName).Observe(time.Since(start).Seconds())
 	}
 	return failures
-}
-
-// checkKnownLocked tells whether device is in what the driver published and
-// can get taint there.
-func (f *DeviceFaults) checkKnownLocked(device DeviceID, taint resourceapi.DeviceTaint) *taintFailure {
-	unknown := func(format string, args ...any) *taintFailure {
-		return &taintFailure{reason: TaintFailureUnknownDevice, err: fmt.Errorf(format, args...)}
-	}
-	if f.resources == nil {
-		return unknown("the driver has not published ResourceSlices yet")
-	}
-	pool, ok := f.resources.Pools[device.Pool]
-	if !ok {
-		return unknown("the driver publishes no pool %q", device.Pool)
-	}
-	for _, slice := range pool.Slices {
-		for _, published := range slice.Devices {
-			if published.Name != device.Device {
-				continue
-			}
-			if err := checkTaintable(slice, published, taint); err != nil {
-				return &taintFailure{reason: TaintFailureNotTaintable, err: err}
-			}
-			return nil
-		}
-	}
-	return unknown("pool %q of the driver has no such device", device.Pool)
-}
-
-// waitVisible waits until the API has the taints of devices, at most
-// WaitTimeout. It returns the devices whose taint it did not see, and why.
-func (f *DeviceFaults) waitVisible(ctx context.Context, devices []DeviceID) ([]DeviceID, error) {
-	f.mu.Lock()
-	want := make(map[DeviceID]resourceapi.DeviceTaint, len(devices))
-	for _, device := range devices {
-		if taint, ok := f.taints[device]; ok {
-			want[device] = taint
-		}
-	}
-	f.mu.Unlock()
-
-	missing := devices
-	var listErr error
-	waitCtx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
-	defer cancel()
-	backoff := wait.Backoff{Duration: taintPollFirst, Factor: 2, Cap: taintPollMax, Steps: math.MaxInt32}
-	err := wait.ExponentialBackoffWithContext(waitCtx, backoff, func(ctx context.Context) (bool, error) {
-		list, err := f.cfg.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
-			FieldSelector: fields.Set{
-				resourceapi.ResourceSliceSelectorNodeName: f.cfg.NodeName,
-				resourceapi.ResourceSliceSelectorDriver:   f.cfg.DriverName,
-			}.AsSelector().String(),
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				// Not just the end of the wait.
-				listErr = err
-			}
-			klog.FromContext(ctx).V(4).Info("Listing ResourceSlices failed, retrying", "err", err)
-			return false, nil
-		}
-		visible := f.visibleTaints(list.Items)
-		var stillMissing []DeviceID
-		for _, device := range devices {
-			taint, ok := want[device]
-			if !ok || !slices.ContainsFunc(visible[device], func(t resourceapi.DeviceTaint) bool {
-				return t.Key == taint.Key && t.Value == taint.Value && t.Effect == taint.Effect
-			}) {
-				stillMissing = append(stillMissing, device)
-			}
-		}
-		missing = stillMissing
-		return len(missing) == 0, nil
-	})
-	if err == nil {
-		return nil, nil
-	}
-	var why error
-	switch {
-	case ctx.Err() != nil:
-		why = fmt.Errorf("taint not visible in the API, the prepare call ended: %w", context.Cause(ctx))
-	case listErr != nil:
-		why = fmt.Errorf("taint not visible in the API within %v, listing ResourceSlices failed: %w", f.cfg.WaitTimeout, listErr)
-	default:
-		why = fmt.Errorf("taint not visible in the API within %v", f.cfg.WaitTimeout)
-	}
-	return missing, why
-}
-
-// visibleTaints returns the taints of the devices in the driver's
-// ResourceSlices of its node. Only the newest generation of a pool counts:
-// the scheduler ignores older ones.
-func (f *DeviceFaults) visibleTaints(items []resourceapi.ResourceSlice) map[DeviceID][]resourceapi.DeviceTaint {
-	generation := map[string]int64{}
-	ours := func(slice *resourceapi.ResourceSlice) bool {
-		return slice.Spec.Driver == f.cfg.DriverName && slice.Spec.NodeName != nil && *slice.Spec.NodeName == f.cfg.NodeName
-	}
-	for i := range items {
-		slice := &items[i]
-		if ours(slice) {
-			generation[slice.Spec.Pool.Name] = max(generation[slice.Spec.Pool.Name], slice.Spec.Pool.Generation)
-		}
-	}
-	taints := map[DeviceID][]resourceapi.DeviceTaint{}
-	for i := range items {
-		slice := &items[i]
-		if !ours(slice) || slice.Spec.Pool.Generation != generation[slice.Spec.Pool.Name] {
-			continue
-		}
-		for _, device := range slice.Spec.Devices {
-			id := DeviceID{Pool: slice.Spec.Pool.Name, Device: device.Name}
-			taints[id] = append(taints[id], device.Taints...)
-		}
-	}
-	return taints
 }
 
 // deviceNames are the devices as "pool/device", for logs.

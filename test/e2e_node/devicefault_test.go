@@ -108,23 +108,21 @@ func waitForRunning(t *testing.T, ns string, want int, timeout time.Duration) de
 }
 
 // deviceTaints returns the devices of driver d that carry the device fault
-// taint in its ResourceSlices.
+// taint: the devices of its DeviceTaintRules, sorted.
 func deviceTaints(t *testing.T, d *e2eframework.Driver) []string {
 	t.Helper()
-	list, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{
-		FieldSelector: resourceapi.ResourceSliceSelectorDriver + "=" + d.Name(),
+	list, err := client.ResourceV1().DeviceTaintRules().List(t.Context(), metav1.ListOptions{
+		LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + d.Name(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tainted []string
-	for _, slice := range list.Items {
-		for _, device := range slice.Spec.Devices {
-			for _, taint := range device.Taints {
-				if taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule {
-					tainted = append(tainted, device.Name)
-				}
-			}
+	for _, rule := range list.Items {
+		selector := rule.Spec.DeviceSelector
+		if taint := rule.Spec.Taint; taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule &&
+			selector != nil && selector.Device != nil {
+			tainted = append(tainted, *selector.Device)
 		}
 	}
 	slices.Sort(tainted)
@@ -134,8 +132,9 @@ func deviceTaints(t *testing.T, d *e2eframework.Driver) []string {
 // Issue 15: a Deployment on a node with 4 devices, 2 of them broken. The
 // driver reports each broken device with failfastplugin.DeviceFault: it is
 // tainted before the pod fails, so it fails at most one pod, and both
-// replicas end up on the healthy devices. Clearing the fault makes the
-// device schedulable again.
+// replicas end up on the healthy devices. The taints outlive a restart of
+// the driver (issue 35): a third replica after it fails no pod and gets no
+// tainted device. Clearing the fault makes the device schedulable again.
 func TestDeviceFaultTaintStopsChurn(t *testing.T) {
 	t.Parallel()
 	faulty := startDriver(t, e2eframework.DriverOptions{DriverName: "faulty.dra-failfast.test", Devices: 4, TaintBroken: true})
@@ -168,7 +167,7 @@ func TestDeviceFaultTaintStopsChurn(t *testing.T) {
 	if st.failed < 1 {
 		t.Error("no pod failed on a broken device: the taint was never exercised")
 	}
-	// The taints are on the ResourceSlice, exactly on the devices that failed a pod.
+	// The taints are DeviceTaintRules, exactly of the devices that failed a pod.
 	var failedDevices []string
 	for device := range st.failedOn {
 		failedDevices = append(failedDevices, device)
@@ -192,6 +191,41 @@ func TestDeviceFaultTaintStopsChurn(t *testing.T) {
 			t.Errorf("claim %s prepared on a broken device: %v", claim.Name, claim.Devices)
 		}
 	}
+
+	// The driver restarts (a DaemonSet roll, an OOM kill): the new process
+	// knows nothing of the broken devices, yet their taints stay, and it
+	// finds them.
+	if err := faulty.Restart(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	if tainted := deviceTaints(t, faulty); !slices.Equal(tainted, failedDevices) {
+		t.Errorf("after the driver restarted: tainted devices %v, want %v", tainted, failedDevices)
+	}
+	if stats, err := faulty.Client.Stats(t.Context()); err != nil || !slices.Equal(stats.TaintedDevices, failedDevices) {
+		t.Errorf("after the driver restarted: it knows tainted devices %v (%v), want %v", stats.TaintedDevices, err, failedDevices)
+	}
+	// A third replica: the scheduler still avoids the tainted devices, so
+	// no pod fails (the restarted driver would answer Permanent only for
+	// broken devices it knows; the taint keeps pods off them anyway).
+	scaleDeployment(t, ns, 3)
+	time.Sleep(15 * time.Second)
+	after, err := deploymentPods(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.failed != st.failed {
+		t.Errorf("after the driver restarted, %d pods failed, was %d", after.failed, st.failed)
+	}
+	stats, err = faulty.Client.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, claim := range stats.Claims {
+		if claim.Prepared && slices.ContainsFunc(claim.Devices, func(d string) bool { return slices.Contains(failedDevices, d) }) {
+			t.Errorf("after the driver restarted, claim %s got a tainted device: %v", claim.Name, claim.Devices)
+		}
+	}
+	t.Logf("after the driver restarted: %v tainted, %d pods running, %d failed since", deviceTaints(t, faulty), after.running, after.failed-st.failed)
 
 	// Repaired: the driver clears the faults, the taints go, all 4 devices
 	// can be allocated again.

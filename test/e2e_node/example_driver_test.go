@@ -39,6 +39,7 @@ const exampleDriverName = "gpu.example.com"
 // end of the test.
 func startExampleDriver(t *testing.T, gpus int, brokenFile string) {
 	t.Helper()
+	deleteTaintRulesAtEnd(t, exampleDriverName)
 	binary, err := localcluster.OutputPath("bin", "gpu-driver")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,8 @@ func startExampleDriver(t *testing.T, gpus int, brokenFile string) {
 }
 
 // exampleDevices returns the example driver's published devices on the
-// node, with their taints.
+// node, with their taints: those in its ResourceSlices and those of its
+// DeviceTaintRules for the node's pool.
 func exampleDevices(ctx context.Context) map[string][]resourceapi.DeviceTaint {
 	list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{resourceapi.ResourceSliceSelectorDriver: exampleDriverName, resourceapi.ResourceSliceSelectorNodeName: cluster.NodeName()}.AsSelector().String(),
@@ -106,6 +108,19 @@ func exampleDevices(ctx context.Context) map[string][]resourceapi.DeviceTaint {
 	for _, slice := range list.Items {
 		for _, device := range slice.Spec.Devices {
 			devices[device.Name] = device.Taints
+		}
+	}
+	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + exampleDriverName})
+	if err != nil {
+		return nil
+	}
+	for _, rule := range rules.Items {
+		selector := rule.Spec.DeviceSelector
+		if selector == nil || selector.Pool == nil || *selector.Pool != cluster.NodeName() || selector.Device == nil {
+			continue
+		}
+		if _, ok := devices[*selector.Device]; ok {
+			devices[*selector.Device] = append(devices[*selector.Device], rule.Spec.Taint)
 		}
 	}
 	return devices
@@ -132,7 +147,7 @@ func podLogs(t *testing.T, ns, name string, want ...string) string {
 // TestExampleDriver runs examples/gpu-driver on the real cluster with 3 GPUs,
 // gpu-0 broken, no admission webhook:
 //   - a pod allocated the broken GPU fails permanently, naming it, and the
-//     GPU is tainted in the ResourceSlice (DeviceFault);
+//     GPU is tainted (DeviceFault: a DeviceTaintRule);
 //   - the next pod is given another GPU (the taint keeps the scheduler away)
 //     and runs, with the CDI environment of its GPU and config;
 //   - a pod whose claim has invalid config fails permanently with the

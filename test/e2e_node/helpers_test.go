@@ -27,6 +27,7 @@ import (
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
@@ -336,10 +337,26 @@ func startDriver(t *testing.T, opts e2eframework.DriverOptions) *e2eframework.Dr
 			t.Logf("stop driver %s: %v", d.Name(), err)
 		}
 	})
+	if opts.TaintBroken {
+		deleteTaintRulesAtEnd(t, d.Name())
+	}
 	if _, err := e2eframework.EnsureDeviceClassFor(t.Context(), client, d.Name()); err != nil {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// deleteTaintRulesAtEnd deletes the device fault rules of driver when the
+// test ends: they outlive the driver process, and a later test (or run, on
+// a kept cluster) with the same driver would find its devices tainted.
+func deleteTaintRulesAtEnd(t *testing.T, driver string) {
+	t.Cleanup(func() {
+		err := client.ResourceV1().DeviceTaintRules().DeleteCollection(context.WithoutCancel(t.Context()), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + driver})
+		if err != nil {
+			t.Errorf("delete the DeviceTaintRules of %s: %v", driver, err)
+		}
+	})
 }
 
 // kubeletMetric reads a kubelet counter, 0 when it has no sample yet.

@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -29,10 +30,11 @@ import (
 
 // The example driver as deploy/gpu-driver deploys it (hack/kind-deploy-driver.sh gpu-driver).
 const (
-	gpuDriver      = "gpu.example.com"
-	gpuNamespace   = "gpu-driver"
-	gpuBrokenFile  = "/var/lib/gpu-driver/broken-gpus"
-	gpuPluginLabel = "app.kubernetes.io/name=gpu-driver,app.kubernetes.io/component=kubelet-plugin"
+	gpuDriver          = "gpu.example.com"
+	gpuNamespace       = "gpu-driver"
+	gpuBrokenFile      = "/var/lib/gpu-driver/broken-gpus"
+	gpuPluginLabel     = "app.kubernetes.io/name=gpu-driver,app.kubernetes.io/component=kubelet-plugin"
+	gpuPluginDaemonSet = "gpu-driver-kubelet-plugin"
 )
 
 func gpuConfig(sharing string) []byte {
@@ -43,8 +45,10 @@ func gpuConfig(sharing string) []byte {
 // Deployment, ValidatingWebhookConfiguration) on the two workers:
 //   - its webhook denies a claim template with invalid GPUConfig at apply, in the driver's words;
 //   - a Deployment whose pod lands on a broken GPU of the first worker: that pod fails once
-//     (DRAPermanentDriverFailure), the GPU is tainted in the worker's ResourceSlice, and the
+//     (DRAPermanentDriverFailure), the GPU is tainted (a DeviceTaintRule), and the
 //     replacement runs on a healthy GPU;
+//   - the taint stays across a roll of the driver's DaemonSet and a reboot of the worker: a
+//     second replica waits for a GPU, no second pod fails;
 //   - once the Deployment is gone no claim stays allocated and no CDI spec of the driver is left.
 func TestExampleDriver(t *testing.T) {
 	client, workers := connect(t)
@@ -58,7 +62,7 @@ func TestExampleDriver(t *testing.T) {
 		ctx := context.WithoutCancel(ctx)
 		_ = client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
 		_ = exec.CommandContext(ctx, "docker", "exec", broken, "rm", "-f", gpuBrokenFile).Run()
-		// A new plugin process publishes its GPUs without the fault's taint.
+		// A new plugin process clears the fault of a GPU that is healthy again.
 		_ = client.CoreV1().Pods(gpuNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
 			LabelSelector: gpuPluginLabel, FieldSelector: "spec.nodeName=" + broken})
 	})
@@ -143,6 +147,39 @@ func TestExampleDriver(t *testing.T) {
 	}
 	t.Logf("pod %s Failed on %s (%s); replacement %s Running on %s", pod.Name, broken, pod.Status.Message, running[0].Name, running[0].Spec.NodeName)
 
+	// The taint outlives the driver: a DaemonSet roll, then a reboot of the node. A second
+	// replica would get the broken gpu-0 (the only free gpu-0) without it; with it, the
+	// replica waits, Pending, and no second pod fails.
+	if _, err := client.AppsV1().Deployments(namespace).Patch(ctx, "gpu-fault", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkOneFailed := func(after string) {
+		t.Helper()
+		time.Sleep(10 * time.Second)
+		pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failed []string
+		for _, pod := range pods.Items {
+			if pod.Status.Phase == v1.PodFailed {
+				failed = append(failed, pod.Name+" on "+pod.Spec.NodeName)
+			}
+		}
+		if len(failed) != 1 {
+			t.Errorf("after %s: %d pods Failed, want only the first: %v", after, len(failed), failed)
+		}
+		if taints := gpuTaints(ctx, t, client, broken, "gpu-0"); !slices.Contains(taints, failfastplugin.DefaultDeviceFaultTaintKey) {
+			t.Errorf("after %s: %s's gpu-0 taints %v, want %s", after, broken, taints, failfastplugin.DefaultDeviceFaultTaintKey)
+		}
+	}
+	checkOneFailed("a second replica")
+	rollGPUPlugins(ctx, t, client)
+	checkOneFailed("the driver's DaemonSet rolled")
+	rebootForGPUs(ctx, t, client, broken)
+	checkOneFailed("the reboot of " + broken)
+	t.Logf("%s's gpu-0 still tainted after a DaemonSet roll and a reboot; still one Failed pod", broken)
+
 	// Nothing left once the Deployment is gone.
 	if err := client.AppsV1().Deployments(namespace).Delete(ctx, "gpu-fault", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -174,7 +211,8 @@ func TestExampleDriver(t *testing.T) {
 		t.Errorf("left after the Deployment was deleted: %v", left)
 	}
 
-	// The fault cleared (the GPU repaired, the plugin restarted as after a repair): the taint goes.
+	// The fault cleared (the GPU repaired, the plugin restarted as after a repair): the plugin
+	// clears the fault of a GPU healthy at its start, and the taint goes.
 	if out, err := exec.CommandContext(ctx, "docker", "exec", broken, "rm", "-f", gpuBrokenFile).CombinedOutput(); err != nil {
 		t.Fatalf("clearing the fault on %s: %v: %s", broken, err, out)
 	}
@@ -193,18 +231,28 @@ func TestExampleDriver(t *testing.T) {
 	if err != nil {
 		t.Errorf("%s's gpu-0 still tainted %v after the fault was cleared: %v", broken, gpuTaints(ctx, t, client, broken, "gpu-0"), err)
 	} else {
-		t.Logf("fault cleared on %s: gpu-0 published without the taint %.1fs after the plugin restarted", broken, time.Since(cleared).Seconds())
+		t.Logf("fault cleared on %s: gpu-0 untainted (its DeviceTaintRule deleted) %.1fs after the plugin restarted", broken, time.Since(cleared).Seconds())
 	}
 }
 
-// gpuTaints returns the taint keys of a GPU in the example driver's ResourceSlices of node.
+// gpuTaints returns the taint keys of a GPU of node: those of the example driver's
+// DeviceTaintRules for the node's pool (DeviceFault's) and those in its ResourceSlices.
 func gpuTaints(ctx context.Context, t *testing.T, client kubernetes.Interface, node, device string) []string {
 	t.Helper()
+	var keys []string
+	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + gpuDriver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range rules.Items {
+		if s := rule.Spec.DeviceSelector; s != nil && s.Pool != nil && *s.Pool == node && s.Device != nil && *s.Device == device {
+			keys = append(keys, rule.Spec.Taint.Key)
+		}
+	}
 	slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + gpuDriver})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
 	for _, slice := range slices.Items {
 		for _, d := range slice.Spec.Devices {
 			if d.Name == device {
@@ -215,4 +263,49 @@ func gpuTaints(ctx context.Context, t *testing.T, client kubernetes.Interface, n
 		}
 	}
 	return keys
+}
+
+// rollGPUPlugins rolls the example driver's kubelet plugin DaemonSet (as kubectl rollout
+// restart does) and waits until every node runs a new, ready plugin pod.
+func rollGPUPlugins(ctx context.Context, t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	daemonSets := client.AppsV1().DaemonSets(gpuNamespace)
+	start := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, start.Format(time.RFC3339))
+	if _, err := daemonSets.Patch(ctx, gpuPluginDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitForRolledOut(ctx, client, gpuNamespace, gpuPluginDaemonSet); err != nil {
+		t.Fatalf("DaemonSet %s not rolled: %v", gpuPluginDaemonSet, err)
+	}
+	t.Logf("DaemonSet %s rolled in %.1fs", gpuPluginDaemonSet, time.Since(start).Seconds())
+}
+
+// rebootForGPUs reboots node (docker restart of its container) and waits until the example
+// driver published the node's GPUs again: the kubelet wipes a node's ResourceSlices when it
+// starts, so new slices mean the new plugin process runs.
+func rebootForGPUs(ctx context.Context, t *testing.T, client kubernetes.Interface, node string) {
+	t.Helper()
+	selector := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + gpuDriver}
+	before, err := client.ResourceV1().ResourceSlices().List(ctx, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := map[types.UID]bool{}
+	for _, slice := range before.Items {
+		old[slice.UID] = true
+	}
+	start := time.Now()
+	runDocker(ctx, t, "restart", node)
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, selector)
+		if err != nil || len(list.Items) == 0 {
+			return false, nil
+		}
+		return !slices.ContainsFunc(list.Items, func(slice resourceapi.ResourceSlice) bool { return old[slice.UID] }), nil
+	})
+	if err != nil {
+		t.Fatalf("%s rebooted: the example driver did not publish its GPUs anew within 3 min: %v", node, err)
+	}
+	t.Logf("%s rebooted; the example driver published its GPUs anew %.1fs later", node, time.Since(start).Seconds())
 }

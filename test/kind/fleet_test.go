@@ -481,15 +481,7 @@ func TestDriverRollout(t *testing.T) {
 	if _, err := daemonSets.Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ds, err := daemonSets.Get(ctx, testDriverDaemonSet, metav1.GetOptions{})
-		if err != nil || ds.Status.ObservedGeneration < ds.Generation {
-			return false, nil
-		}
-		s := ds.Status
-		return s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
-	})
-	if err != nil {
+	if err := waitForRolledOut(ctx, client, testDriverNamespace, testDriverDaemonSet); err != nil {
 		t.Fatalf("DaemonSet %s not rolled to %s: %v", testDriverDaemonSet, newImage, err)
 	}
 	for _, w := range workers {
@@ -515,6 +507,19 @@ func TestDriverRollout(t *testing.T) {
 	}
 	t.Logf("all %d pods settled %.1fs after the roll began", len(pods), time.Since(start).Seconds())
 	checkNoLeaks(t, client, workers, namespace)
+}
+
+// waitForRolledOut waits up to 3 minutes until the DaemonSet's controller saw its latest
+// generation and every node runs an updated, available pod.
+func waitForRolledOut(ctx context.Context, client kubernetes.Interface, namespace, name string) error {
+	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ds, err := client.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || ds.Status.ObservedGeneration < ds.Generation {
+			return false, nil
+		}
+		s := ds.Status
+		return s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
+	})
 }
 
 func workerNames(workers []worker) []string {

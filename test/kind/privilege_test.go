@@ -6,6 +6,7 @@
 package kind
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -14,23 +15,33 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
 // nodeNameExtra is the user extra that a service account token bound to a pod carries: the
-// pod's node. The drivers' ValidatingAdmissionPolicy (deploy/*/rbac.yaml) compares it with the
-// node of every slice the plugin writes.
+// pod's node. The drivers' ValidatingAdmissionPolicies (deploy/*/rbac.yaml) compare it with the
+// node of every slice and of every DeviceTaintRule the plugin writes.
 const nodeNameExtra = "authentication.kubernetes.io/node-name"
 
 // TestSliceWritesBoundToNode: the kubelet plugins' service accounts, as deployed from deploy/,
-// may write the ResourceSlices of their own node and driver only. Each write is a server-side dry
-// run made as the plugin's service account on the first worker (impersonated, with the node-name
-// extra its pod's token carries): one for its own node (admitted), one for the other worker's
-// node, one not node-local and one of another driver (all denied by the policy); a token with no
-// node is denied too. RBAC (a SubjectAccessReview, as `kubectl auth can-i`) refuses what the
-// plugins never call: patch, deletecollection, listing claims, writing DeviceTaintRules.
+// may write the ResourceSlices and the DeviceTaintRules of their own node and driver only. Each
+// write is made as the plugin's service account on the first worker (impersonated, with the
+// node-name extra its pod's token carries). Slices, server-side dry runs: one for its own node
+// (admitted), one for the other worker's node, one not node-local and one of another driver (all
+// denied by the slice policy); a token with no node is denied too. DeviceTaintRules as the library
+// writes them (DeviceFault), for a device no driver publishes: dry runs of one for a device in the
+// other worker's pool, one whose node annotation names the other worker, one for a whole pool and
+// one from a token with no node are denied by the rule policy; one for a device in its own pool is
+// created for real and deleted again as the plugin (and by the admin when the test ends, in any
+// case); the other worker's rule, written by the admin, cannot be deleted. RBAC refuses what the
+// plugins never call: patch, deletecollection, listing claims, watching, updating and patching
+// DeviceTaintRules (a SubjectAccessReview, as `kubectl auth can-i`; updating and patching its own
+// node's rule are tried too).
 func TestSliceWritesBoundToNode(t *testing.T) {
 	client, workers := connect(t)
 	own, other := workers[0].name, workers[1].name
@@ -83,6 +94,95 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 					t.Errorf("%s: got %v, want a denial naming %q", name, err, tc.wantText)
 				}
 			}
+
+			// DeviceTaintRules as the library writes them: its label, the writer's node in its
+			// annotation, one device (none: the whole pool). The device is one that no driver
+			// publishes: a rule that gets stored taints nothing.
+			ctx := t.Context()
+			taintRule := func(name, pool, node string, device *string) *resourceapi.DeviceTaintRule {
+				return &resourceapi.DeviceTaintRule{
+					ObjectMeta: metav1.ObjectMeta{
+						Name:        "privilege-test-" + driver.namespace + "-" + name,
+						Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driver.name},
+						Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
+					},
+					Spec: resourceapi.DeviceTaintRuleSpec{
+						DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(driver.name), Pool: ptr.To(pool), Device: device},
+						Taint: resourceapi.DeviceTaint{
+							Key:    failfastplugin.DefaultDeviceFaultTaintKey,
+							Value:  "privilege-test",
+							Effect: resourceapi.DeviceTaintEffectNoSchedule,
+						},
+					},
+				}
+			}
+			device := ptr.To("privilege-test-dev")
+			for name, tc := range map[string]struct {
+				client kubernetes.Interface
+				rule   *resourceapi.DeviceTaintRule
+				// wantText: a part of the denial's message.
+				wantText string
+			}{
+				"rule for the other node's pool": {client: asPlugin, rule: taintRule("pool", other, own, device), wantText: "DeviceTaintRule for pool '" + other + "'"},
+				"rule of the other node":         {client: asPlugin, rule: taintRule("node", own, other, device), wantText: "DeviceTaintRules of node '" + other + "'"},
+				"rule for a whole pool":          {client: asPlugin, rule: taintRule("all", own, own, nil), wantText: "selects no device"},
+				"rule from a token without node": {
+					client: impersonate(t, user, ""), rule: taintRule("nonode", own, own, device),
+					wantText: "from a pod bound to a node",
+				},
+			} {
+				_, err := tc.client.ResourceV1().DeviceTaintRules().Create(ctx, tc.rule, dryRun)
+				switch {
+				case err == nil:
+					t.Errorf("%s: create was admitted, want it denied by the policy", name)
+				case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantText):
+					t.Errorf("%s: got %v, want a denial naming %q", name, err, tc.wantText)
+				}
+			}
+			// The rule for a device of its own pool, for real: admitted, then neither updated nor
+			// patched (RBAC), then deleted, all as the plugin.
+			ownRule := taintRule("own", own, own, device)
+			t.Cleanup(func() {
+				_ = client.ResourceV1().DeviceTaintRules().Delete(context.WithoutCancel(ctx), ownRule.Name, metav1.DeleteOptions{})
+			})
+			if created, err := asPlugin.ResourceV1().DeviceTaintRules().Create(ctx, ownRule, metav1.CreateOptions{}); err != nil {
+				t.Errorf("rule of its own node: create was denied: %v", err)
+			} else {
+				for verb, write := range map[string]func() error{
+					"update": func() error {
+						changed := created.DeepCopy()
+						changed.Labels["privilege-test"] = "updated"
+						_, err := asPlugin.ResourceV1().DeviceTaintRules().Update(ctx, changed, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+						return err
+					},
+					"patch": func() error {
+						_, err := asPlugin.ResourceV1().DeviceTaintRules().Patch(ctx, created.Name, types.MergePatchType,
+							[]byte(`{"metadata":{"labels":{"privilege-test":"patched"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+						return err
+					},
+				} {
+					if err := write(); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `cannot `+verb+` resource "devicetaintrules"`) {
+						t.Errorf("rule of its own node: %s got %v, want it refused by RBAC", verb, err)
+					}
+				}
+				if err := asPlugin.ResourceV1().DeviceTaintRules().Delete(ctx, created.Name, metav1.DeleteOptions{}); err != nil {
+					t.Errorf("rule of its own node: delete was denied: %v", err)
+				}
+			}
+			// The other worker's rule, as its plugin writes it (here the admin): the policy checks
+			// a delete against the stored rule.
+			otherRule := taintRule("other", other, other, device)
+			t.Cleanup(func() {
+				_ = client.ResourceV1().DeviceTaintRules().Delete(context.WithoutCancel(ctx), otherRule.Name, metav1.DeleteOptions{})
+			})
+			if _, err := client.ResourceV1().DeviceTaintRules().Create(ctx, otherRule, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			err := asPlugin.ResourceV1().DeviceTaintRules().Delete(ctx, otherRule.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			if wantText := "may not delete the DeviceTaintRules of node '" + other + "'"; !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), wantText) {
+				t.Errorf("rule of the other node: delete got %v, want a denial naming %q", err, wantText)
+			}
+
 			for _, tc := range []struct {
 				verb, resource string
 				allowed        bool
@@ -94,7 +194,13 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				{"patch", "resourceslices", false},
 				{"deletecollection", "resourceslices", false},
 				{"list", "resourceclaims", false},
-				{"create", "devicetaintrules", false},
+				{"list", "devicetaintrules", true},
+				{"create", "devicetaintrules", true},
+				{"delete", "devicetaintrules", true},
+				{"watch", "devicetaintrules", false},
+				{"update", "devicetaintrules", false},
+				{"patch", "devicetaintrules", false},
+				{"deletecollection", "devicetaintrules", false},
 			} {
 				review, err := client.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 					Spec: authorizationv1.SubjectAccessReviewSpec{
