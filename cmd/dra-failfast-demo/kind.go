@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,13 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dra-failfast/dra-failfast/internal/kindnode"
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 )
-
-// kindStatsPort is where the test driver's kubelet plugin serves its stats and control endpoint
-// on every node (deploy/test-driver/kubelet-plugin.yaml).
-const kindStatsPort = "8081"
 
 // kindCluster is a kind cluster reached through its kubeconfig, with kubectl from PATH.
 type kindCluster struct {
@@ -61,7 +57,7 @@ func newKindCluster(ctx context.Context, kubeconfig string) (*kindCluster, error
 	for _, node := range nodes.Items {
 		for _, address := range node.Status.Addresses {
 			if address.Type == v1.NodeInternalIP {
-				k.drivers[node.Name] = &testdriver.Client{BaseURL: "http://" + net.JoinHostPort(address.Address, kindStatsPort)}
+				k.drivers[node.Name] = kindnode.TestDriverClient(node.Name)
 			}
 		}
 		if _, controlPlane := node.Labels["node-role.kubernetes.io/control-plane"]; !controlPlane {

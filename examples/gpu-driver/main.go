@@ -178,10 +178,21 @@ func runPlugin(ctx context.Context, opts options) error {
 	}
 	defer helper.Stop()
 	// A GPU tainted by an earlier instance stays tainted until its fault is
-	// cleared: clear those that are healthy now.
-	if err := plugin.clearRepaired(ctx, helper); err != nil {
-		klog.FromContext(ctx).Error(err, "Clearing the faults of repaired GPUs failed; they stay tainted until the next start")
-	}
+	// cleared: clear those that are healthy now, once the library read the
+	// earlier faults (in the background: the plugin serves meanwhile).
+	go func() {
+		select {
+		case <-helper.Loaded():
+		case <-ctx.Done():
+			return
+		}
+		if err := helper.LoadErr(); err != nil {
+			return // logged by the library
+		}
+		if err := plugin.clearRepaired(ctx, helper); err != nil {
+			klog.FromContext(ctx).Error(err, "Clearing the faults of repaired GPUs failed; they stay tainted until the next start")
+		}
+	}()
 	if err := helper.PublishResources(ctx, nodeGPUs(opts.nodeName, opts.gpus, memory)); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)
 	}

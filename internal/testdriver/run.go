@@ -280,6 +280,16 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	r.Helper = helper
+	// The tests read the faults an earlier driver process left from the
+	// stats: ready only once the library read them.
+	select {
+	case <-helper.Loaded():
+	case <-ctx.Done():
+	}
+	if err := helper.LoadErr(); err != nil {
+		r.stop()
+		return nil, err
+	}
 	// Blocks until the API server answers.
 	if err := driver.SetPublisher(ctx, helper); err != nil {
 		r.stop()

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -144,8 +145,12 @@ func TestDeviceFaultError(t *testing.T) {
 func TestDeviceFault(t *testing.T) {
 	for name, tc := range map[string]struct {
 		cfg failfastplugin.DeviceFaultConfig
-		// createErr fails creating DeviceTaintRules.
-		createErr error
+		// createErr fails creating DeviceTaintRules, after createDelay.
+		createErr   error
+		createDelay time.Duration
+		// squat, if set, is a device whose rule name another rule takes
+		// first, selecting another device.
+		squat *failfastplugin.DeviceID
 		// message replaces the text of the faults.
 		message string
 		faults  map[string][]failfastplugin.DeviceID
@@ -196,6 +201,21 @@ func TestDeviceFault(t *testing.T) {
 			wantNotTainted: map[string]string{"broken": "the API server does not serve DeviceTaintRules"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
 		},
+		"the API server does not answer in time": {
+			cfg:            failfastplugin.DeviceFaultConfig{WaitTimeout: 50 * time.Millisecond},
+			createErr:      context.DeadlineExceeded,
+			createDelay:    200 * time.Millisecond,
+			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantNotTainted: map[string]string{"broken": "create DeviceTaintRule: no answer from the API server within 50ms"},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
+		},
+		"the rule's name taken by a rule for another device": {
+			squat:          &failfastplugin.DeviceID{Pool: "pool-a", Device: "dev-1"},
+			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}, "other": {dev("pool-a", "dev-2")}},
+			wantTainted:    []failfastplugin.DeviceID{dev("pool-a", "dev-2")},
+			wantNotTainted: map[string]string{"broken": "exists and does not select this device"},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailureRuleConflict: 1},
+		},
 		"message too long for the kubelet": {
 			message:        strings.Repeat("x", 300),
 			createErr:      errors.New("etcd is down"),
@@ -225,8 +245,23 @@ func TestDeviceFault(t *testing.T) {
 			faults := startFaults(t, tc.cfg, client, driverName)
 			if tc.createErr != nil {
 				client.PrependReactor("create", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+					time.Sleep(tc.createDelay)
 					return true, nil, tc.createErr
 				})
+			}
+			if tc.squat != nil {
+				// Someone who may write rules took the name, for a
+				// device of their own.
+				squatter := &resourceapi.DeviceTaintRule{
+					ObjectMeta: metav1.ObjectMeta{Name: faults.RuleName(*tc.squat)},
+					Spec: resourceapi.DeviceTaintRuleSpec{
+						DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-z"), Device: ptrTo(tc.squat.Device)},
+						Taint:          resourceapi.DeviceTaint{Key: "squat", Effect: resourceapi.DeviceTaintEffectNone},
+					},
+				}
+				if _, err := client.ResourceV1().DeviceTaintRules().Create(t.Context(), squatter, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			failuresBefore := taintFailures(t, driverName)
 
@@ -240,6 +275,9 @@ func TestDeviceFault(t *testing.T) {
 			}
 			// Right when the call returns, before anything else.
 			rules := rulesInAPI(t, client)
+			if tc.squat != nil {
+				delete(rules, failfastplugin.DeviceID{Pool: "pool-z", Device: tc.squat.Device})
+			}
 
 			if res := result["uid-healthy"]; res.Err != nil {
 				t.Errorf("healthy claim: %v", res.Err)
@@ -292,8 +330,8 @@ func TestDeviceFault(t *testing.T) {
 				if owners := rule.OwnerReferences; len(owners) != 1 || owners[0].Kind != "Node" || owners[0].Name != faultNode || owners[0].UID != "node-1-uid" {
 					t.Errorf("rule %s: owners %+v, want the Node", rule.Name, owners)
 				}
-				if !strings.HasPrefix(rule.Name, device.Device+"-") {
-					t.Errorf("rule %s: name does not start with its device's", rule.Name)
+				if !strings.HasPrefix(rule.Name, device.Device+"-") || len(validation.IsDNS1123Subdomain(rule.Name)) > 0 {
+					t.Errorf("rule %s: name does not start with its device's, or is no valid object name: %v", rule.Name, validation.IsDNS1123Subdomain(rule.Name))
 				}
 			}
 			if tc.wantTaint != nil {
@@ -505,6 +543,53 @@ func TestDeviceFaultRestartAndClear(t *testing.T) {
 	}
 }
 
+// TestDeviceFaultTwoDrivers: two drivers with the same pool and device
+// names each get a rule of their own, and clearing one leaves the other.
+func TestDeviceFaultTwoDrivers(t *testing.T) {
+	client := newFaultAPI()
+	device := dev("shared-pool", "dev-0")
+	var drivers []*failfastplugin.DeviceFaults
+	for _, name := range []string{"a.dra-failfast.test", "b.dra-failfast.test"} {
+		faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, name)
+		result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {device}}}).PrepareResourceClaims(t.Context(), claimsNamed("broken"))
+		if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
+			t.Fatalf("driver %s: %v, %v", name, err, result["uid-broken"].Err)
+		}
+		drivers = append(drivers, faults)
+	}
+	if n := len(rulesInAPI(t, client)[device]); n != 2 {
+		t.Fatalf("%d rules for %s of two drivers, want 2", n, device)
+	}
+	if err := drivers[0].ClearDeviceFault(t.Context(), device); err != nil {
+		t.Fatal(err)
+	}
+	rules := rulesInAPI(t, client)[device]
+	if len(rules) != 1 || *rules[0].Spec.DeviceSelector.Driver != "b.dra-failfast.test" {
+		t.Errorf("after driver a cleared: rules %+v, want driver b's", rules)
+	}
+}
+
+// TestClearDeviceFaultFails: a rule that cannot be deleted stays a fault:
+// the error names it, and TaintedDevices still lists the device.
+func TestClearDeviceFaultFails(t *testing.T) {
+	client := newFaultAPI()
+	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "clear.dra-failfast.test")
+	device := dev("pool", "dev-0")
+	if _, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {device}}}).PrepareResourceClaims(t.Context(), claimsNamed("broken")); err != nil {
+		t.Fatal(err)
+	}
+	client.PrependReactor("delete", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("etcd is down")
+	})
+	err := faults.ClearDeviceFault(t.Context(), device)
+	if err == nil || !strings.Contains(err.Error(), "delete DeviceTaintRule "+faults.RuleName(device)+" of device pool/dev-0: etcd is down") {
+		t.Errorf("ClearDeviceFault: %v, want the failed delete", err)
+	}
+	if got := faults.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{device}) {
+		t.Errorf("TaintedDevices = %v, want the device whose rule stayed", got)
+	}
+}
+
 // TestDeviceFaultBeforePublishing: a fault before the driver published
 // anything is tainted all the same: the rule needs no ResourceSlice.
 func TestDeviceFaultBeforePublishing(t *testing.T) {
@@ -524,8 +609,9 @@ func TestDeviceFaultBeforePublishing(t *testing.T) {
 }
 
 // TestLoad: reading what an earlier instance left retries while the API
-// server fails, and gives up at once, saying why, when it does not serve
-// DeviceTaintRules.
+// server fails, until ctx ends; it gives up at once, saying why, when the
+// API server does not serve DeviceTaintRules or the driver may not list
+// them; in the background it closes Loaded when done.
 func TestLoad(t *testing.T) {
 	cfg := func(client *fake.Clientset) failfastplugin.DeviceFaultConfig {
 		return failfastplugin.DeviceFaultConfig{DriverName: "load.dra-failfast.test", NodeName: faultNode, KubeClient: client}
@@ -550,6 +636,47 @@ func TestLoad(t *testing.T) {
 			t.Errorf("%d lists, want 2", failed.Load())
 		}
 	})
+	t.Run("forbidden", func(t *testing.T) {
+		client := newFaultAPI()
+		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(resourceapi.Resource("devicetaintrules"), "", errors.New("RBAC"))
+		})
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := faults.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "the driver may not (RBAC: list devicetaintrules)") {
+			t.Errorf("Load: %v, want it to give up, naming the permission", err)
+		}
+	})
+	t.Run("no Node until ctx ends", func(t *testing.T) {
+		client := fake.NewClientset()
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		if err := faults.Load(ctx); err == nil || !strings.Contains(err.Error(), "get Node "+faultNode) {
+			t.Errorf("Load: %v, want the Node's error", err)
+		}
+	})
+	t.Run("in the background", func(t *testing.T) {
+		client := newFaultAPI()
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		faults.LoadInBackground(t.Context())
+		select {
+		case <-faults.Loaded():
+		case <-time.After(30 * time.Second):
+			t.Fatal("Loaded not closed")
+		}
+		if err := faults.LoadErr(); err != nil {
+			t.Errorf("LoadErr = %v", err)
+		}
+	})
 	t.Run("not served", func(t *testing.T) {
 		client := newFaultAPI()
 		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -561,7 +688,7 @@ func TestLoad(t *testing.T) {
 		}
 		start := time.Now()
 		err = faults.Load(t.Context())
-		if err == nil || !strings.Contains(err.Error(), "list DeviceTaintRules of driver load.dra-failfast.test") {
+		if err == nil || !strings.Contains(err.Error(), "list DeviceTaintRules of driver load.dra-failfast.test: the API server does not serve them") {
 			t.Errorf("Load: %v, want the list's error", err)
 		}
 		if elapsed := time.Since(start); elapsed > 10*time.Second {

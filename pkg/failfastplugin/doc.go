@@ -52,7 +52,8 @@
 // (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when) on exactly
 // that driver, pool and device. It waits only until the API server stored the
 // rules (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
-// error. A rule that exists already counts as tainted and is left as it is. A
+// error. A rule that exists already counts as tainted if it selects that
+// driver, pool and device, and is left as it is. A
 // claim whose devices could not be tainted (creating a rule failed or took too
 // long) still fails permanently: the error the kubelet sees ends with why the
 // devices were not tainted, the driver's log says it too, and the counter
@@ -81,17 +82,20 @@
 // DeviceFaultConfig, not from the kubeletplugin options: those are opaque
 // functions, and kubeletplugin.Helper does not reveal them either. The
 // library needs them to write the rules, and passes them on to kubeletplugin,
-// so a driver does not repeat them as options. Before kubeletplugin starts it
-// reads the driver's Node and the rules an earlier instance on the node left
-// (DeviceFaults.Load), retrying for up to 30 seconds; it returns an error if
-// it cannot, or if the API server does not serve resource.k8s.io/v1
-// DeviceTaintRules (Kubernetes before 1.37, or the DRADeviceTaintRules feature
-// gate off). The driver's service account needs, besides what kubeletplugin
-// needs, to list (at start), create (a fault) and delete (ClearDeviceFault)
-// devicetaintrules. Start takes the same options as before and returns the
-// same Helper, but taints nothing: a DeviceFault then says that its devices
-// were not tainted. A driver that assembles the kubeletplugin options itself
-// uses NewDeviceFaults, Load, the DeviceFaults' Wrap and GRPCInterceptor.
+// so a driver does not repeat them as options. Once kubeletplugin started, it
+// reads the driver's Node and the rules an earlier instance on the node left,
+// in the background (DeviceFaults.LoadInBackground), so that the driver
+// registers whatever the API server does; Helper.Loaded is closed when that is
+// done, and Helper.LoadErr says why it gave up (at once when the API server
+// does not serve resource.k8s.io/v1 DeviceTaintRules: Kubernetes before 1.37,
+// or the DRADeviceTaintRules feature gate off). The driver's service account
+// needs, besides what kubeletplugin needs, to list (at start), create (a
+// fault), get (a rule of that name exists already) and delete
+// (ClearDeviceFault) devicetaintrules. Start takes the same options as before
+// and returns the same Helper, but taints nothing: a DeviceFault then says
+// that its devices were not tainted. A driver that assembles the kubeletplugin
+// options itself uses NewDeviceFaults, the DeviceFaults' Wrap and
+// GRPCInterceptor, and LoadInBackground once kubeletplugin started.
 //
 // The metrics (DeviceTaintFailuresMetric, DeviceTaintWaitMetric) are in
 // k8s.io/component-base/metrics/legacyregistry: serve them with

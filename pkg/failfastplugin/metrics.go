@@ -19,6 +19,9 @@ const (
 	// TaintFailurePublish: creating the device's DeviceTaintRule failed
 	// or took longer than DeviceFaultConfig.WaitTimeout.
 	TaintFailurePublish = "publish_failed"
+	// TaintFailureRuleConflict: a DeviceTaintRule with the name of the
+	// device's rule exists and selects another device or driver.
+	TaintFailureRuleConflict = "rule_conflict"
 )
 
 const (

@@ -39,6 +39,17 @@ func (h *Helper) TaintedDevices() []DeviceID {
 	return h.faults.TaintedDevices()
 }
 
+// Loaded is closed once the faults an earlier instance of the driver left
+// are known (see DeviceFaults.Loaded).
+func (h *Helper) Loaded() <-chan struct{} {
+	return h.faults.Loaded()
+}
+
+// LoadErr is why they could not be read (see DeviceFaults.LoadErr).
+func (h *Helper) LoadErr() error {
+	return h.faults.LoadErr()
+}
+
 // Stop stops the driver (kubeletplugin.Helper.Stop); nil-safe.
 func (h *Helper) Stop() {
 	if h == nil || h.Helper == nil {
@@ -61,10 +72,10 @@ func Start(ctx context.Context, plugin kubeletplugin.DRAPlugin, opts ...kubeletp
 // StartWithDeviceFaults is Start plus the tainting of the devices that the
 // plugin reports with DeviceFault, configured by cfg. cfg.DriverName,
 // cfg.NodeName and cfg.KubeClient are passed to kubeletplugin as options
-// after opts, so opts need not contain them. Before kubeletplugin starts, it
+// after opts, so opts need not contain them. Once kubeletplugin started, it
 // reads the DeviceTaintRules that an earlier instance of the driver on this
-// node left (DeviceFaults.Load): it fails when it cannot read them within 30
-// seconds, or when the API server does not serve DeviceTaintRules.
+// node left, in the background (DeviceFaults.LoadInBackground): the
+// Helper's Loaded is closed when that is done.
 func StartWithDeviceFaults(ctx context.Context, plugin kubeletplugin.DRAPlugin, cfg DeviceFaultConfig, opts ...kubeletplugin.Option) (*Helper, error) {
 	faults, err := NewDeviceFaults(cfg)
 	if err != nil {
@@ -75,15 +86,14 @@ func StartWithDeviceFaults(ctx context.Context, plugin kubeletplugin.DRAPlugin, 
 }
 
 func start(ctx context.Context, plugin kubeletplugin.DRAPlugin, faults *DeviceFaults, opts []kubeletplugin.Option) (*Helper, error) {
-	// Before the first prepare call: the faults an earlier instance left.
-	if err := faults.Load(ctx); err != nil {
-		return nil, err
-	}
 	opts = append(opts[:len(opts):len(opts)], GRPCInterceptor())
 	helper, err := kubeletplugin.Start(ctx, faults.Wrap(plugin), opts...)
 	if err != nil {
 		return nil, err
 	}
+	// In the background: the driver registers, and unprepares claims,
+	// whether the API server answers or not.
+	faults.LoadInBackground(ctx)
 	return &Helper{Helper: helper, faults: faults}, nil
 }
 
@@ -95,10 +105,12 @@ func Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
 	return disabledDeviceFaults().Wrap(plugin)
 }
 
-// disabledDeviceFaults taints nothing.
+// disabledDeviceFaults taints nothing and has nothing to load.
 func disabledDeviceFaults() *DeviceFaults {
 	RegisterMetrics()
-	return &DeviceFaults{rules: map[DeviceID]string{}}
+	loaded := make(chan struct{})
+	close(loaded)
+	return &DeviceFaults{rules: map[DeviceID]string{}, loaded: loaded}
 }
 
 type wrappedPlugin struct {

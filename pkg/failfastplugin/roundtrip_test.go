@@ -319,6 +319,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Fatalf("restart driver: %v", err)
 	}
 	t.Cleanup(restarted.Stop)
+	<-restarted.Loaded()
 	if got := restarted.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
 		t.Errorf("after a restart: TaintedDevices = %v, want %v", got, broken)
 	}

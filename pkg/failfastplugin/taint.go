@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -48,10 +49,6 @@ const (
 	// instance created it, which reads it back when it starts. An
 	// annotation, not a label: node names may be longer than label values.
 	DeviceTaintRuleNodeAnnotation = "dra-failfast.io/node"
-
-	// loadTimeout bounds how long StartWithDeviceFaults retries reading
-	// the driver's DeviceTaintRules and its Node.
-	loadTimeout = 30 * time.Second
 )
 
 // DeviceFaultConfig configures how devices reported with DeviceFault get
@@ -103,6 +100,11 @@ type DeviceFaults struct {
 	// fails the claim permanently without a taint, and says so.
 	enabled bool
 
+	// writeMu serializes writing rules with updating rules, so that a
+	// fault and a ClearDeviceFault of the same device cannot leave the
+	// map saying the opposite of the API.
+	writeMu sync.Mutex
+
 	mu sync.Mutex
 	// rules are the devices with a fault, by the name of their rule, as
 	// this process knows them: read by Load, added by faults, removed by
@@ -111,6 +113,11 @@ type DeviceFaults struct {
 	// owner is the driver's Node as the owner of its rules, nil until Load
 	// read it.
 	owner *metav1.OwnerReference
+
+	// loaded is closed when LoadInBackground is done, loadErr is why it
+	// gave up (nil: loaded).
+	loaded  chan struct{}
+	loadErr error
 }
 
 // NewDeviceFaults checks cfg and applies its defaults. It does not contact
@@ -155,7 +162,7 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, enabled: true, rules: map[DeviceID]string{}}, nil
+	return &DeviceFaults{cfg: cfg, enabled: true, rules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
 }
 
 // Config returns the configuration, with defaults applied.
@@ -170,9 +177,10 @@ func (f *DeviceFaults) Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlu
 
 // Load reads what an earlier instance of the driver on this node left: the
 // DeviceTaintRules of its device faults (TaintedDevices returns them
-// afterwards), and the Node that owns the rules. It retries for up to 30
-// seconds. StartWithDeviceFaults calls it before kubeletplugin starts.
-// Without it, faults are tainted all the same, but the rules have no owner
+// afterwards), and the Node that owns the rules. It retries failures until
+// ctx ends, except those that retrying cannot help: the API server does not
+// serve DeviceTaintRules, or the driver may not read them (Forbidden).
+// Faults are tainted without it all the same, but their rules get no owner,
 // and TaintedDevices only knows the faults of this process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
@@ -181,7 +189,8 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		rules   *resourceapi.DeviceTaintRuleList
 		lastErr error
 	)
-	err := wait.PollUntilContextTimeout(ctx, time.Second, loadTimeout, true, func(ctx context.Context) (bool, error) {
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
 		var err error
 		if node == nil {
 			node, err = f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
@@ -194,21 +203,22 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		rules, err = f.cfg.KubeClient.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{
 			LabelSelector: labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName}.String(),
 		})
-		if err != nil {
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("list DeviceTaintRules of driver %s: the API server does not serve them (resource.k8s.io/v1, Kubernetes 1.37 or later with DRADeviceTaintRules): %w", f.cfg.DriverName, err)
+		case apierrors.IsForbidden(err):
+			return false, fmt.Errorf("list DeviceTaintRules of driver %s: the driver may not (RBAC: list devicetaintrules): %w", f.cfg.DriverName, err)
+		default:
 			lastErr = fmt.Errorf("list DeviceTaintRules of driver %s: %w", f.cfg.DriverName, err)
-			if apierrors.IsNotFound(err) {
-				// The API server does not serve DeviceTaintRules:
-				// retrying will not help.
-				return false, lastErr
-			}
 			logger.V(2).Info("Listing DeviceTaintRules failed, retrying", "err", err)
 			return false, nil
 		}
-		return true, nil
 	})
 	if err != nil {
-		if lastErr != nil {
-			err = lastErr
+		if lastErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)) {
+			err = fmt.Errorf("%w (%w)", lastErr, err)
 		}
 		return fmt.Errorf("device faults: read what the driver left: %w", err)
 	}
@@ -237,6 +247,36 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		logger.Info("Devices tainted by an earlier instance of the driver stay tainted", "devices", deviceNames(slices.SortedFunc(maps.Keys(loaded), compareDeviceIDs)))
 	}
 	return nil
+}
+
+// LoadInBackground runs Load until it is done and closes Loaded then, so
+// that a driver registers with the kubelet, and can unprepare claims,
+// whatever the API server does. StartWithDeviceFaults calls it. When Load
+// gives up, LoadErr says why, and the driver's log too.
+func (f *DeviceFaults) LoadInBackground(ctx context.Context) {
+	go func() {
+		defer close(f.loaded)
+		if err := f.Load(ctx); err != nil {
+			f.mu.Lock()
+			f.loadErr = err
+			f.mu.Unlock()
+			klog.FromContext(ctx).Error(err, "Device faults of an earlier instance of the driver unknown: their DeviceTaintRules stay, but TaintedDevices does not list them and new rules get no owner")
+		}
+	}()
+}
+
+// Loaded is closed once LoadInBackground is done: from then on,
+// TaintedDevices includes the faults an earlier instance of the driver left
+// (unless LoadErr says otherwise). A driver that clears the faults of
+// repaired devices at start waits for it.
+func (f *DeviceFaults) Loaded() <-chan struct{} { return f.loaded }
+
+// LoadErr is why LoadInBackground gave up, nil while it runs or after it
+// succeeded.
+func (f *DeviceFaults) LoadErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loadErr
 }
 
 // ruleDevice returns the device that rule selects, if it selects exactly one.
@@ -297,6 +337,8 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 	if !f.enabled {
 		return nil
 	}
+	f.writeMu.Lock()
+	defer f.writeMu.Unlock()
 	var errs []error
 	var cleared []DeviceID
 	for _, device := range devices {
@@ -361,11 +403,14 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
 	defer cancel()
+	f.writeMu.Lock()
+	defer f.writeMu.Unlock()
 	now := metav1.Now().Rfc3339Copy() // what the API stores
 	var created []string
+	rulesAPI := f.cfg.KubeClient.ResourceV1().DeviceTaintRules()
 	// Every fault writes its rule, also for a device with a rule already:
 	// a device that fails again was allocated although tainted, so its
-	// rule is gone (an operator deleted it) or no longer keeps pods away.
+	// rule may be gone (an operator deleted it).
 	for _, device := range devices {
 		taint := resourceapi.DeviceTaint{
 			Key:       f.cfg.TaintKey,
@@ -377,15 +422,27 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 			taint.Value = taintValue(texts[device])
 		}
 		rule := f.rule(device, taint)
-		_, err := f.cfg.KubeClient.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{})
-		switch {
-		case err == nil:
-			created = append(created, device.String()+"="+taint.Value)
-		case apierrors.IsAlreadyExists(err):
+		_, err := rulesAPI.Create(ctx, rule, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
 			// Written by an earlier fault, maybe by an earlier
-			// instance of the driver; an operator may have changed
-			// its taint since, which stays as it is.
-		default:
+			// instance of the driver or on another node of a shared
+			// pool. It counts only if it taints this device: the
+			// name is predictable, and anyone who may write rules
+			// could have taken it. An operator may have changed its
+			// taint since, which stays as it is.
+			var existing *resourceapi.DeviceTaintRule
+			existing, err = rulesAPI.Get(ctx, rule.Name, metav1.GetOptions{})
+			if err == nil {
+				if selected, ok := ruleDevice(existing); !ok || selected != device || existing.Spec.DeviceSelector.Driver == nil || *existing.Spec.DeviceSelector.Driver != f.cfg.DriverName {
+					failures[device] = &taintFailure{reason: TaintFailureRuleConflict, err: fmt.Errorf("DeviceTaintRule %s exists and does not select this device", rule.Name)}
+					logger.Error(nil, "A DeviceTaintRule with the name of the device's rule selects something else: the device is not tainted; delete that rule", "rule", rule.Name, "device", device.String(), "selector", existing.Spec.DeviceSelector)
+					continue
+				}
+			}
+		} else if err == nil {
+			created = append(created, device.String()+"="+taint.Value)
+		}
+		if err != nil {
 			// Short: the note on the claim's error has 128 bytes.
 			failure := &taintFailure{reason: TaintFailurePublish, err: fmt.Errorf("create DeviceTaintRule: %w", err)}
 			switch {

@@ -14,7 +14,6 @@ package kind
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -30,16 +29,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
+	"github.com/dra-failfast/dra-failfast/internal/kindnode"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
-// statsPort: deploy/test-driver/kubelet-plugin.yaml.
-const statsPort = "8081"
-
 type worker struct {
-	name   string
+	name string
+	// driver is the test driver's control endpoint on the node, reached through the node.
 	driver *testdriver.Client
+	// address is the node's InternalIP.
+	address string
 	// fork: the node's kubelet is the fork's (its version carries the fork's suffix).
 	fork bool
 }
@@ -77,9 +77,10 @@ func connect(t *testing.T) (kubernetes.Interface, []worker) {
 		for _, address := range node.Status.Addresses {
 			if address.Type == v1.NodeInternalIP {
 				workers = append(workers, worker{
-					name:   node.Name,
-					driver: &testdriver.Client{BaseURL: "http://" + net.JoinHostPort(address.Address, statsPort)},
-					fork:   isForkKubelet(node.Status.NodeInfo.KubeletVersion),
+					name:    node.Name,
+					driver:  kindnode.TestDriverClient(node.Name),
+					address: address.Address,
+					fork:    isForkKubelet(node.Status.NodeInfo.KubeletVersion),
 				})
 			}
 		}

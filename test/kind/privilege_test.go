@@ -7,9 +7,11 @@ package kind
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-failfast/dra-failfast/internal/kindnode"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
 
@@ -126,6 +129,14 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				"rule for the other node's pool": {client: asPlugin, rule: taintRule("pool", other, own, device), wantText: "DeviceTaintRule for pool '" + other + "'"},
 				"rule of the other node":         {client: asPlugin, rule: taintRule("node", own, other, device), wantText: "DeviceTaintRules of node '" + other + "'"},
 				"rule for a whole pool":          {client: asPlugin, rule: taintRule("all", own, own, nil), wantText: "selects no device"},
+				"rule for another driver's device": {
+					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
+						rule := taintRule("driver", own, own, device)
+						rule.Spec.DeviceSelector.Driver = ptr.To("other.example.com")
+						return rule
+					}(),
+					wantText: "for the devices of driver 'other.example.com'",
+				},
 				"rule from a token without node": {
 					client: impersonate(t, user, ""), rule: taintRule("nonode", own, own, device),
 					wantText: "from a pod bound to a node",
@@ -195,6 +206,7 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				{"deletecollection", "resourceslices", false},
 				{"list", "resourceclaims", false},
 				{"list", "devicetaintrules", true},
+				{"get", "devicetaintrules", true},
 				{"create", "devicetaintrules", true},
 				{"delete", "devicetaintrules", true},
 				{"watch", "devicetaintrules", false},
@@ -240,4 +252,26 @@ func impersonate(t *testing.T, user, node string) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// TestControlEndpointOnLoopbackOnly: the test driver's unauthenticated control endpoint
+// (deploy/test-driver) listens on each node's loopback, not on the node's address: nothing that
+// reaches the node over the network, pods included, can connect to it, while the tests reach it
+// through the node (internal/kindnode).
+func TestControlEndpointOnLoopbackOnly(t *testing.T) {
+	_, workers := connect(t)
+	_, port, err := net.SplitHostPort(kindnode.ControlAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		if err := w.driver.Healthz(t.Context()); err != nil {
+			t.Errorf("%s: the control endpoint through the node: %v", w, err)
+		}
+		conn, err := (&net.Dialer{Timeout: 3 * time.Second}).DialContext(t.Context(), "tcp", net.JoinHostPort(w.address, port))
+		if err == nil {
+			_ = conn.Close()
+			t.Errorf("%s: the test driver's control endpoint accepts connections on the node's address %s", w, w.address)
+		}
+	}
 }

@@ -1,0 +1,7 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package failfastplugin
+
+// RuleName is the name of the DeviceTaintRule of device, for the tests.
+func (f *DeviceFaults) RuleName(device DeviceID) string { return f.ruleName(device) }
