@@ -123,20 +123,44 @@ func (c *Cluster) StatusPatches(namespace string) ([]StatusPatch, error) {
 	return patches, err
 }
 
+// NodeRequestTimeline lists the requests that nodes made in namespace (as NodeRequests
+// counts them), one "time verb resource[/subresource] name code" line each, in the order
+// the apiserver completed them: what a test prints when a count is off.
+func (c *Cluster) NodeRequestTimeline(namespace string) ([]string, error) {
+	var lines []string
+	err := c.eachAuditEvent(namespace, func(event *auditEvent) {
+		resource, ok := nodeRequestResource(event)
+		if !ok {
+			return
+		}
+		lines = append(lines, fmt.Sprintf("%s %s %s %s %d", event.StageTimestamp.Format("15:04:05.000"), event.Verb, resource, event.ObjectRef.Name, event.ResponseStatus.Code))
+	})
+	return lines, err
+}
+
 // NodeRequests counts the requests that nodes made in namespace about pods, their status,
 // claims, service account tokens and Events, by "verb resource[/subresource]" (e.g.
 // "get pods", "patch pods/status", "create events"), from the apiserver's audit log.
 func (c *Cluster) NodeRequests(namespace string) (map[string]int, error) {
 	counts := map[string]int{}
 	err := c.eachAuditEvent(namespace, func(event *auditEvent) {
-		if !strings.HasPrefix(event.User.Username, "system:node:") {
+		resource, ok := nodeRequestResource(event)
+		if !ok {
 			return
-		}
-		resource := event.ObjectRef.Resource
-		if event.ObjectRef.Subresource != "" {
-			resource += "/" + event.ObjectRef.Subresource
 		}
 		counts[event.Verb+" "+resource]++
 	})
 	return counts, err
+}
+
+// nodeRequestResource returns "resource[/subresource]" of a request that a node made.
+func nodeRequestResource(event *auditEvent) (string, bool) {
+	if !strings.HasPrefix(event.User.Username, "system:node:") {
+		return "", false
+	}
+	resource := event.ObjectRef.Resource
+	if event.ObjectRef.Subresource != "" {
+		resource += "/" + event.ObjectRef.Subresource
+	}
+	return resource, true
 }

@@ -63,6 +63,7 @@ type savedState struct {
 	ControlPlaneAPIQPS       int             `json:"controlPlaneAPIQPS,omitempty"`
 	ControlPlaneFeatureGates map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
 	Verbosity                int             `json:"verbosity"`
+	KubeletVModule           string          `json:"kubeletVModule,omitempty"`
 	ControlPlaneVerbosity    int             `json:"controlPlaneVerbosity"`
 	NodeName                 string          `json:"nodeName"`
 	NodeIP                   string          `json:"nodeIP"`
@@ -164,6 +165,7 @@ func Attach(cfg Config) (*Cluster, error) {
 	if cfg.Verbosity == 0 {
 		cfg.Verbosity = st.Verbosity
 	}
+	setDefault(&cfg.KubeletVModule, st.KubeletVModule)
 	if cfg.KubeletSyncFrequency == 0 {
 		cfg.KubeletSyncFrequency = st.KubeletSyncFrequency
 	}
@@ -500,6 +502,7 @@ func (c *Cluster) saveState() error {
 		ControlPlaneAPIQPS:       c.cfg.ControlPlaneAPIQPS,
 		ControlPlaneFeatureGates: c.cfg.ControlPlaneFeatureGates,
 		Verbosity:                c.cfg.Verbosity,
+		KubeletVModule:           c.cfg.KubeletVModule,
 		ControlPlaneVerbosity:    c.cfg.ControlPlaneVerbosity,
 		NodeName:                 c.cfg.NodeName,
 		NodeIP:                   c.cfg.NodeIP,

@@ -82,6 +82,9 @@ type Config struct {
 	ControlPlaneFeatureGates map[string]bool
 	// Verbosity is the kubelet's -v. Default 2.
 	Verbosity int
+	// KubeletVModule is the kubelet's --vmodule (pattern=N,...): more detail from a few
+	// source files without the volume of a higher -v. Empty: none.
+	KubeletVModule string
 	// ControlPlaneVerbosity is the -v of the other Kubernetes daemons. Default 1.
 	ControlPlaneVerbosity int
 	// NodeName is the node's name. Default: the host name, lower-cased.

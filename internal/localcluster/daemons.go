@@ -118,7 +118,7 @@ func (c *Cluster) containerdArgs() []string {
 // kubeletArgs: everything else is in the KubeletConfiguration file, feature gates included.
 func (c *Cluster) kubeletArgs() []string {
 	p := c.p
-	return []string{
+	args := []string{
 		"--config=" + p.kubeletConfig(),
 		"--kubeconfig=" + p.kubeconfig(userKubelet),
 		"--root-dir=" + p.kubeletRoot(),
@@ -127,6 +127,10 @@ func (c *Cluster) kubeletArgs() []string {
 		"--node-ip=" + c.cfg.NodeIP,
 		"--v=" + strconv.Itoa(c.cfg.Verbosity),
 	}
+	if c.cfg.KubeletVModule != "" {
+		args = append(args, "--vmodule="+c.cfg.KubeletVModule)
+	}
+	return args
 }
 
 func gatesArg(gates map[string]bool) []string {

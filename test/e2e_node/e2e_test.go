@@ -78,7 +78,9 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(filepath.Dir(driverPolicyFile)) }()
 	cluster, err = localcluster.Up(ctx, localcluster.Config{KubeletPath: kubelet, KubeletFeatureGates: map[string]bool{gate: true},
-		KubeletSyncFrequency: syncFrequency, KubeletDriverPolicy: driverPolicyFile})
+		KubeletSyncFrequency: syncFrequency, KubeletDriverPolicy: driverPolicyFile,
+		// The status manager's reconciliations (V(3)), which checkRequestsOfFailedPod counts.
+		KubeletVModule: "status_manager=3"})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "local cluster up: %v\n", err)
 		_ = localcluster.Cleanup(context.Background(), localcluster.Config{})
@@ -209,24 +211,47 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 }
 
 // checkRequestsOfFailedPod checks the node's requests about the one pod of
-// ns, failed at its first sync, against the upstream minimum: the stock
+// ns, "app", failed at its first sync, against the upstream minimum: the stock
 // kubelet's first sync (the claim, then one GET and one PATCH of the status,
 // Pending), one GET and one PATCH for the Failed status, and the GET of the
 // sync that TerminatePod forces at the end of every pod's termination,
 // stock or fork. Statuses that the status manager holds back while the pod
-// terminates cost nothing (they cost a GET each before).
+// terminates cost nothing (they cost a GET each before). Upstream's periodic
+// reconciliation adds one GET each time it finds the pod manager's copy of
+// the status behind the status manager's (the pod watch lagging a PATCH, seen
+// on a loaded machine): those are counted from the kubelet's log and allowed.
 func checkRequestsOfFailedPod(t *testing.T, ns string) {
 	t.Helper()
 	requests, err := cluster.NodeRequests(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for request, most := range map[string]int{"get pods": 3, "patch pods/status": 2, "get resourceclaims": 1} {
+	reconciles := statusReconciles(t, ns+"/app")
+	for request, most := range map[string]int{"get pods": 3 + reconciles, "patch pods/status": 2, "get resourceclaims": 1} {
 		if requests[request] > most {
-			t.Errorf("the node sent %d %q requests for the failed pod, want at most %d; all: %v", requests[request], request, most, requests)
+			timeline, err := cluster.NodeRequestTimeline(ns)
+			t.Errorf("the node sent %d %q requests for the failed pod, want at most %d (%d status reconciliations); all: %v; in order:\n%s (%v)",
+				requests[request], request, most, reconciles, requests, strings.Join(timeline, "\n"), err)
 		}
 	}
-	t.Logf("node requests for the failed pod: %v", requests)
+	t.Logf("node requests for the failed pod: %v; status reconciliations: %d", requests, reconciles)
+}
+
+// statusReconciles counts the kubelet's status manager reconciliations of a
+// pod (namespace/name) in its log so far.
+func statusReconciles(t *testing.T, pod string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cluster.LogDir(), "kubelet.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, "a reconciliation should be triggered") && strings.Contains(line, `pod="`+pod+`"`) {
+			count++
+		}
+	}
+	return count
 }
 
 // (b) A transient failure keeps the pod pending, then it runs once the
