@@ -10,7 +10,7 @@
 # nodes, webhook down and back, driver DaemonSet roll, node reboot; each checks that no pod failed
 # wrongly and nothing stays prepared), then takes everything down and checks the host is as it
 # was: a failed check fails the test. KIND_KEEP=1 leaves the cluster up; KIND_TEST_SKIP, a go test
-# -skip pattern, leaves tests out (make test leaves out the two slowest, see hack/test.sh).
+# -skip pattern, leaves tests out (make test leaves out the two slowest and the webhook load measurement, see hack/test.sh).
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hack/kind/lib.sh

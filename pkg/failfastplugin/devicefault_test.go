@@ -697,6 +697,39 @@ func TestLoad(t *testing.T) {
 	})
 }
 
+// TestClearDeviceFaultWhileLoading: a fault cleared after Load listed the
+// rules, before it took them in, stays cleared: the list is older.
+func TestClearDeviceFaultWhileLoading(t *testing.T) {
+	ctx := t.Context()
+	const driverName = "loading.dra-failfast.test"
+	client := newFaultAPI()
+	repaired, broken := dev("pool", "dev-0"), dev("pool", "dev-1")
+	first := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+	result, err := first.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {repaired, broken}}}).PrepareResourceClaims(ctx, claimsNamed("broken"))
+	if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
+		t.Fatalf("faults: %v, %v", err, result["uid-broken"].Err)
+	}
+
+	restarted, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: faultNode, KubeClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted.SetAfterList(func() {
+		if err := restarted.ClearDeviceFault(ctx, repaired); err != nil {
+			t.Errorf("ClearDeviceFault: %v", err)
+		}
+	})
+	if err := restarted.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := restarted.TaintedDevices(), []failfastplugin.DeviceID{broken}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TaintedDevices = %v, want %v", got, want)
+	}
+	if got := sortedDevices(rulesInAPI(t, client)); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
+		t.Errorf("devices with a rule: %v", got)
+	}
+}
+
 func TestNewDeviceFaults(t *testing.T) {
 	client := newFaultAPI()
 	complete := failfastplugin.DeviceFaultConfig{DriverName: "d", NodeName: "n", KubeClient: client}

@@ -5,3 +5,7 @@ package failfastplugin
 
 // RuleName is the name of the DeviceTaintRule of device, for the tests.
 func (f *DeviceFaults) RuleName(device DeviceID) string { return f.ruleName(device) }
+
+// SetAfterList makes Load call hook between listing the rules and taking
+// them in.
+func (f *DeviceFaults) SetAfterList(hook func()) { f.afterList = hook }

@@ -113,6 +113,12 @@ type DeviceFaults struct {
 	// owner is the driver's Node as the owner of its rules, nil until Load
 	// read it.
 	owner *metav1.OwnerReference
+	// changedWhileLoading are the devices whose rule this process wrote or
+	// deleted since Load started listing (nil when no Load runs): what
+	// this process did is newer than the list.
+	changedWhileLoading map[DeviceID]struct{}
+	// afterList, for the tests, runs between Load's list and its merge.
+	afterList func()
 
 	// loaded is closed when LoadInBackground is done, loadErr is why it
 	// gave up (nil: loaded).
@@ -184,6 +190,14 @@ func (f *DeviceFaults) Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlu
 // and TaintedDevices only knows the faults of this process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	f.mu.Lock()
+	f.changedWhileLoading = map[DeviceID]struct{}{}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.changedWhileLoading = nil
+		f.mu.Unlock()
+	}()
 	var (
 		node    *v1.Node
 		rules   *resourceapi.DeviceTaintRuleList
@@ -222,6 +236,9 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		}
 		return fmt.Errorf("device faults: read what the driver left: %w", err)
 	}
+	if f.afterList != nil {
+		f.afterList()
+	}
 	// Not a controller, no blockOwnerDeletion: that would need the right
 	// to delete Nodes.
 	owner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
@@ -241,7 +258,14 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	f.owner = owner
-	maps.Copy(f.rules, loaded)
+	for device, name := range loaded {
+		if _, changed := f.changedWhileLoading[device]; changed {
+			// Cleared or written since the list: the list is older.
+			delete(loaded, device)
+			continue
+		}
+		f.rules[device] = name
+	}
 	f.mu.Unlock()
 	if len(loaded) > 0 {
 		logger.Info("Devices tainted by an earlier instance of the driver stay tainted", "devices", deviceNames(slices.SortedFunc(maps.Keys(loaded), compareDeviceIDs)))
@@ -353,14 +377,26 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 			errs = append(errs, fmt.Errorf("delete DeviceTaintRule %s of device %s: %w", name, device, err))
 			continue
 		}
-		f.mu.Lock()
-		delete(f.rules, device)
-		f.mu.Unlock()
+		f.setRule(device, "")
 	}
 	if len(cleared) > 0 {
 		klog.FromContext(ctx).Info("Cleared device faults, deleted their DeviceTaintRules", "devices", deviceNames(cleared))
 	}
 	return errors.Join(errs...)
+}
+
+// setRule records that device has the rule name, or none ("").
+func (f *DeviceFaults) setRule(device DeviceID, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name == "" {
+		delete(f.rules, device)
+	} else {
+		f.rules[device] = name
+	}
+	if f.changedWhileLoading != nil {
+		f.changedWhileLoading[device] = struct{}{}
+	}
 }
 
 // TaintedDevices returns the devices with a fault, sorted: those with a
@@ -455,9 +491,7 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 			failures[device] = failure
 			continue
 		}
-		f.mu.Lock()
-		f.rules[device] = rule.Name
-		f.mu.Unlock()
+		f.setRule(device, rule.Name)
 	}
 	if len(created) > 0 {
 		logger.Info("Tainted devices with a fault", "taints", created, "key", f.cfg.TaintKey, "effect", f.cfg.TaintEffect)
