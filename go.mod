@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/dra-failfast/dra-failfast/api v0.1.0
+	github.com/dra-failfast/dra-failfast/cmd/dra-failfast-check v0.1.0
 	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.1.0
 	github.com/google/go-cmp v0.7.0
 	google.golang.org/grpc v1.82.1
@@ -224,6 +225,7 @@ tool (
 // them for development (docs/building.md, "Modules").
 replace (
 	github.com/dra-failfast/dra-failfast/api => ./api
+	github.com/dra-failfast/dra-failfast/cmd/dra-failfast-check => ./cmd/dra-failfast-check
 	github.com/dra-failfast/dra-failfast/pkg/failfastplugin => ./pkg/failfastplugin
 )
 

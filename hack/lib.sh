@@ -30,6 +30,10 @@ LIBRARY_VERSION="v0.${FORK_REVISION}.0"
 LIBRARY_KUBE_NEWEST=v0.37.2
 # The module path prefix of this repository's modules.
 MODULE_PREFIX=github.com/dra-failfast/dra-failfast
+# The node's check tool (cmd/dra-failfast-check), a module of its own so that an operator can
+# `go install` it: it requires the library's api module at LIBRARY_VERSION, no replace, and is
+# tagged with the library.
+TOOL_MODULE=cmd/dra-failfast-check
 # The example driver, a module of its own that uses the library as an outside driver does.
 EXAMPLE_MODULE=examples/gpu-driver
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}

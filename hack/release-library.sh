@@ -2,10 +2,10 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# The driver library's release: its modules (LIBRARY_MODULES) are tagged together, at
-# LIBRARY_VERSION (hack/lib.sh: v0.FORK_REVISION.0), with Go's tag form for a module in a
-# subdirectory: api/v0.N.0, pkg/failfastplugin/v0.N.0.
-#   hack/release-library.sh --check        (make verify) every library module and the example driver
+# The driver library's release: its modules (LIBRARY_MODULES) and the check tool's (TOOL_MODULE)
+# are tagged together, at LIBRARY_VERSION (hack/lib.sh: v0.FORK_REVISION.0), with Go's tag form
+# for a module in a subdirectory: api/v0.N.0, pkg/failfastplugin/v0.N.0, cmd/dra-failfast-check/v0.N.0.
+#   hack/release-library.sh --check        (make verify) every library module, the check tool and the example driver
 #                                          require this repository's modules at LIBRARY_VERSION
 #                                          and carry no replace: what a tag of HEAD would publish
 #                                          resolves with `go get` alone
@@ -22,10 +22,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
-# release_modules: the modules whose go.mod a release publishes as is: the library and the example
-# driver (driver authors copy it).
+# release_modules: the modules whose go.mod a release publishes as is: the library, the check tool
+# and the example driver (driver authors copy it).
 release_modules() {
-  printf '%s\n' "${LIBRARY_MODULES[@]}" "${EXAMPLE_MODULE}"
+  printf '%s\n' "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"
 }
 
 # own_requirements MODULE_DIR prints "path version" for each requirement on this repository's
@@ -95,7 +95,7 @@ tag() {
   check
   [ -z "$(git status --porcelain)" ] || die "release-library: the work tree has changes: tag a commit"
   head=$(git rev-parse HEAD)
-  for mod in "${LIBRARY_MODULES[@]}"; do
+  for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}"; do
     name="${mod}/${LIBRARY_VERSION}"
     existing=$(git rev-parse -q --verify "refs/tags/${name}^{commit}" || true)
     if [ -n "${existing}" ]; then

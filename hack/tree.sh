@@ -298,7 +298,9 @@ check_workspace_versions() {
   local tree=$1 work=$2 upstream_work tmp key
   upstream_work="${work%.work}.upstream.work"
   # Skip when nothing it depends on changed since it last passed.
-  key=$(cat "${REPO_ROOT}/go.mod" "${work}" "${tree}/go.mod" "${tree}/go.work" | sha256sum | cut -d' ' -f1)
+  # The library modules' requirements take part in the workspace's versions too.
+  local -a library_gomods=("${LIBRARY_MODULES[@]/%//go.mod}")
+  key=$(cat "${REPO_ROOT}/go.mod" "${library_gomods[@]/#/${REPO_ROOT}/}" "${work}" "${tree}/go.mod" "${tree}/go.work" | sha256sum | cut -d' ' -f1)
   if [ "$(cat "${work}.versions-ok" 2>/dev/null)" = "${key}" ]; then
     log "workspace: dependency versions match upstream's (unchanged since last check)"
     return 0

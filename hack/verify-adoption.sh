@@ -19,7 +19,10 @@
 #      library's go.mod requires; a copy of it on the newest (LIBRARY_KUBE_NEWEST) builds and runs
 #      the library's unit tests again;
 #   5. the example driver copied from the release, as a driver author copies it: its go.mod must
-#      require the library at LIBRARY_VERSION with no replace; tidy, build, vet, test.
+#      require the library at LIBRARY_VERSION with no replace; tidy, build, vet, test;
+#   6. the check tool installed as a node operator installs it, `go install <tool>@LIBRARY_VERSION`
+#      outside any module: it builds from its tag with no replace and no heavy module, and runs
+#      (it checks a policy file as the kubelet does).
 # No -race here: the unit stage runs the library's tests with it, and each k8s.io release tested
 # here is one more compile of client-go.
 # Both module graphs must hold no k8s.io/kubernetes, none of the harness's heavy modules and no
@@ -177,4 +180,24 @@ timed "verify-adoption: example driver: go build ./..." go build ./...
 timed "verify-adoption: example driver: go vet ./..." go vet ./...
 timed "verify-adoption: example driver: go test ./..." go test -count=1 -v ./...
 no_heavy_modules "the example driver (${EXAMPLE_MODULE})"
+# 6. The check tool, by go install.
+cd "${scratch}" || exit 1
+timed "verify-adoption: go install ${MODULE_PREFIX}/${TOOL_MODULE}@${LIBRARY_VERSION}" \
+  env GOBIN="${scratch}/bin" go install "${MODULE_PREFIX}/${TOOL_MODULE}@${LIBRARY_VERSION}"
+tool="${scratch}/bin/$(basename "${TOOL_MODULE}")"
+heavy_in_tool=$(go version -m "${tool}" | awk '$1 == "dep" {print $2 " "}' | grep -E "${heavy}" || true)
+[ -z "${heavy_in_tool}" ] || die "verify-adoption: the installed check tool holds modules a node tool must not need: ${heavy_in_tool}"
+go version -m "${tool}" | grep -q "^[[:space:]]*mod[[:space:]]*${MODULE_PREFIX}/${TOOL_MODULE}[[:space:]]*${LIBRARY_VERSION}" ||
+  die "verify-adoption: the installed check tool is not ${MODULE_PREFIX}/${TOOL_MODULE} ${LIBRARY_VERSION}"
+printf 'apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\ndrivers:\n- driver: gpu.example.com\n  permanent: Ignore\n' > "${scratch}/policy.yaml"
+policy_out=$("${tool}" -validate-policy -policy "${scratch}/policy.yaml" 2>&1) ||
+  die "verify-adoption: the installed check tool refused a valid policy: ${policy_out}"
+grep -q "gpu.example.com: Ignore" <<<"${policy_out}" || die "verify-adoption: the installed check tool printed: ${policy_out}"
+printf 'apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\ndrivers:\n- driver: gpu.example.com\n  permanent: Honour\n' > "${scratch}/policy.yaml"
+if policy_out=$("${tool}" -validate-policy -policy "${scratch}/policy.yaml" 2>&1); then
+  die "verify-adoption: the installed check tool took an invalid policy: ${policy_out}"
+fi
+grep -q 'drivers\[0\].permanent' <<<"${policy_out}" || die "verify-adoption: the installed check tool's error does not name the entry: ${policy_out}"
+log "verify-adoption: go install of the check tool at ${LIBRARY_VERSION}: no replace, no heavy module; it validates a policy file"
+
 log "verify-adoption: outside modules fetch the library by its tag ${LIBRARY_VERSION} with no replace, and build, vet and test against it"

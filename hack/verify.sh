@@ -32,7 +32,7 @@ gofmt_clean() {
 go_vet() {
   local mod
   go vet ./... && go vet -tags e2e_node ./test/... ./internal/... && go vet -tags kindcluster ./test/kind/ || return 1
-  for mod in "${LIBRARY_MODULES[@]}" "${EXAMPLE_MODULE}"; do
+  for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"; do
     (cd "${mod}" && go vet ./...) || return 1
   done
 }

@@ -51,12 +51,11 @@ import (
 	"syscall"
 	"time"
 
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/dra-failfast/dra-failfast/internal/drivercheck"
-	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
+	"github.com/dra-failfast/dra-failfast/api/decision"
+	"github.com/dra-failfast/dra-failfast/cmd/dra-failfast-check/drivercheck"
 )
 
 func main() {
@@ -72,7 +71,7 @@ func run() error {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig to look the claims up with (default $KUBECONFIG, else in-cluster)")
 	output := flag.String("o", "text", "output: text or json")
 	timeout := flag.Duration("timeout", 45*time.Second, "timeout of each gRPC call")
-	policyFile := flag.String("policy", "", "the node's DRA driver failure policy file, which the decisions follow (default: $"+failfastdra.DriverPolicyEnv+", else "+failfastdra.DefaultDriverPolicyPath+" if it exists)")
+	policyFile := flag.String("policy", "", "the node's DRA driver failure policy file, which the decisions follow (default: $"+decision.DriverPolicyEnv+", else "+decision.DefaultDriverPolicyPath+" if it exists)")
 	onlyValidate := flag.Bool("validate-policy", false, "only check the policy file (-policy, or the kubelet's) as the kubelet does at start, print the policy in effect, and exit")
 	allowTaint := flag.Bool("allow-taint", false, "let the driver taint devices it reports broken during the check, as for the kubelet (otherwise the check asks it not to, and fails if it did anyway, after saying which)")
 	flag.Usage = func() {
@@ -96,10 +95,6 @@ func run() error {
 	if *socket == "" {
 		*socket = filepath.Join("/var/lib/kubelet/plugins", *driver, "dra.sock")
 	}
-	// Decide as the fork does with its gate on.
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(failfastdra.DRAHandlePermanentDriverFailures): true}); err != nil {
-		return err
-	}
 	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -118,7 +113,7 @@ func run() error {
 		note = "dra-failfast-check: the driver is asked not to taint devices during the check (a driver on failfastplugin v0.1.0 or later honors it); a device tainted anyway is reported and fails the check (-allow-taint lets the driver taint)."
 	}
 	fmt.Fprintln(os.Stderr, note)
-	policyPath, policy, err := failfastdra.ReadDriverPolicy(*policyFile)
+	policyPath, policy, err := decision.ReadDriverPolicy(*policyFile)
 	if err != nil {
 		return err
 	}
@@ -141,7 +136,7 @@ func run() error {
 // validatePolicy checks the policy file as the kubelet does at start and
 // writes the policy it would put in effect.
 func validatePolicy(w io.Writer, file string) error {
-	path, policy, err := failfastdra.ReadDriverPolicy(file)
+	path, policy, err := decision.ReadDriverPolicy(file)
 	if err != nil {
 		return err
 	}

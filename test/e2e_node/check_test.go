@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/dra-failfast/dra-failfast/internal/drivercheck"
+	"github.com/dra-failfast/dra-failfast/cmd/dra-failfast-check/drivercheck"
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/localcluster"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dra-failfast/dra-failfast/api/decision"
 	"github.com/dra-failfast/dra-failfast/internal/e2eframework"
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
@@ -73,7 +74,7 @@ func setDriverRule(t *testing.T, driver string, rule failfastdra.DriverRule) {
 		if err != nil {
 			return err
 		}
-		policy, err := failfastdra.ParseDriverPolicy(data)
+		policy, err := decision.ParseDriverPolicy(data)
 		if err != nil {
 			return err
 		}

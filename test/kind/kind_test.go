@@ -23,6 +23,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dra-failfast/dra-failfast/api/decision"
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
@@ -327,7 +328,7 @@ func TestDriverPolicyMounted(t *testing.T) {
 				if m.ContainerPath == wantDir {
 					mounted = true
 					data := repoFile(t, m.HostPath, filepath.Base(failfastdra.DefaultDriverPolicyPath))
-					if _, err := failfastdra.ParseDriverPolicy(data); err != nil {
+					if _, err := decision.ParseDriverPolicy(data); err != nil {
 						t.Errorf("node %d: %s: %v", i, m.HostPath, err)
 					}
 				}

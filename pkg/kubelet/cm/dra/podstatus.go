@@ -15,13 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+
+	"github.com/dra-failfast/dra-failfast/api/decision"
 )
 
 const (
-	// PodFailedReason is the pod status Reason, the Event reason and the
-	// condition reason of a pod failed by a permanent DRA driver failure.
-	// kubectl get pod shows it as the pod's STATUS.
-	PodFailedReason = "DRAPermanentDriverFailure"
+	// PodFailedReason: see decision.PodFailedReason.
+	PodFailedReason = decision.PodFailedReason
 	// PodConditionType is the pod condition (status True) that the kubelet
 	// adds to such a pod, for Job podFailurePolicy rules (onPodConditions)
 	// and other controllers to match.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/decision"
 )
 
 // PrepareFailures collects the failures of all NodePrepareResources calls of
@@ -39,7 +41,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	if !f.enabled {
 		return false
 	}
-	result := Classify(driver, sent, resp, callErr)
+	result := decision.Classify(driver, sent, resp, callErr, Enabled())
 	logger := klog.FromContext(ctx)
 	f.manager.applyPolicy(logger, string(f.pod.UID), &result)
 	for _, claim := range result.Claims {

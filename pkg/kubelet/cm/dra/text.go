@@ -4,10 +4,7 @@
 package dra
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
+	"github.com/dra-failfast/dra-failfast/api/decision"
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
@@ -25,7 +22,7 @@ const (
 	maxErrorLen = 900
 	// maxNameLen bounds a driver name or claim UID taken from a driver's
 	// answer; names from the API are bounded by its validation.
-	maxNameLen = 128
+	maxNameLen = decision.MaxNameLen
 	// maxDevicesNamed is how many devices of a claim a text names; the rest
 	// are counted.
 	maxDevicesNamed = 3
@@ -39,33 +36,6 @@ const (
 // v1alpha.MaxErrorBytes sees them kept whole.
 var truncate = v1alpha.Truncate
 
-// sanitize makes untrusted text safe for pod status, events and logs: invalid
-// UTF-8 and non-printable characters (newlines, escape sequences, bidi
-// controls) become spaces, runs of spaces collapse, and the result is cut to
-// at most maxLen bytes on a rune boundary, marked when cut.
-func sanitize(s string, maxLen int) string {
-	var b strings.Builder
-	space := false
-	for i, w := 0, 0; i < len(s); i += w {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		w = size
-		if r == utf8.RuneError || !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			space = b.Len() > 0
-			continue
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		b.WriteRune(r)
-	}
-	return truncate(b.String(), maxLen)
-}
-
-// boundedError shows an error from a driver (a gRPC status carries the
-// driver's text) sanitized and bounded; errors.Is and errors.As still see
-// the original.
-type boundedError struct{ err error }
-
-func (e boundedError) Error() string { return sanitize(e.err.Error(), maxDriverMessageLen) }
-func (e boundedError) Unwrap() error { return e.err }
+// sanitize is decision.Sanitize: the kubelet's texts and the classification
+// of driver answers treat driver text alike.
+var sanitize = decision.Sanitize

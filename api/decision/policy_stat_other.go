@@ -3,7 +3,7 @@
 
 //go:build !linux
 
-package dra
+package decision
 
 import "io/fs"
 

@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/dra-failfast/dra-failfast/api/decision"
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
-	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 // Options say which claims to check with which driver.
@@ -55,7 +55,7 @@ type Options struct {
 	AllowTaint bool
 	// Policy is the node's DRA driver failure policy, which the decisions
 	// follow (nil: the default, every Permanent answer honored).
-	Policy *failfastdra.DriverFailurePolicy
+	Policy *decision.DriverFailurePolicy
 }
 
 // ErrTainted: the driver tainted devices during the check and AllowTaint
@@ -164,12 +164,12 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	if callErr != nil {
 		report.CallError = callErr.Error()
 	}
-	classified := failfastdra.Classify(opts.Driver, sent, resp, callErr)
+	classified := decision.Classify(opts.Driver, sent, resp, callErr, true) // as the fork with its gate on
 	policy := opts.Policy
 	if policy == nil {
-		policy = &failfastdra.DriverFailurePolicy{}
+		policy = &decision.DriverFailurePolicy{}
 	}
-	report.NodePolicy = failfastdra.PolicyDecision(policy, classified)
+	report.NodePolicy = decision.PolicyDecision(policy, classified)
 	results := underPolicy(policy, classified)
 	for i, claim := range sent {
 		report.Claims = append(report.Claims, describe(claim, resp.GetClaims()[claim.GetUid()], results[i]))
@@ -331,7 +331,7 @@ func checkable(claim *resourceapi.ResourceClaim, driver string) error {
 }
 
 // describe turns one claim's answer into its report.
-func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, result failfastdra.ClaimResult) ClaimReport {
+func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, result decision.ClaimResult) ClaimReport {
 	report := ClaimReport{Namespace: claim.GetNamespace(), Name: claim.GetName(), UID: claim.GetUid(), Error: resp.GetError(), Downgraded: result.Downgraded}
 	for _, device := range resp.GetDevices() {
 		report.CDIDevices = append(report.CDIDevices, device.GetCdiDeviceIds()...)
@@ -349,15 +349,15 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 		report.ErrorType = errorType.String()
 	}
 	switch result.Outcome {
-	case failfastdra.Prepared:
+	case decision.Prepared:
 		report.Decision = DecisionPrepared
 		report.Why = "the driver prepared the claim; the pod's containers can start"
 		if result.Downgraded != "" {
 			report.Why += fmt.Sprintf(" (error_type Permanent with an empty error means success: %s)", result.Downgraded)
 		}
-	case failfastdra.FailedPermanent:
+	case decision.FailedPermanent:
 		report.Decision = DecisionPermanent
-		report.Why = "the pod fails (reason " + failfastdra.PodFailedReason + "), the driver is not asked again for it and its claims are unprepared; " +
+		report.Why = "the pod fails (reason " + decision.PodFailedReason + "), the driver is not asked again for it and its claims are unprepared; " +
 			"for a pod that may have run (a sandbox, containers, or claims prepared for it before) the error is downgraded to transient and retried"
 	default:
 		report.Decision = DecisionTransient
@@ -373,14 +373,14 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 // for one attempt: a driver whose Permanent answers the policy ignores gets
 // them back transient (a retry budget needs the attempts of a real pod, so
 // the report only names it).
-func underPolicy(policy *failfastdra.DriverFailurePolicy, classified failfastdra.DriverResult) []failfastdra.ClaimResult {
+func underPolicy(policy *decision.DriverFailurePolicy, classified decision.DriverResult) []decision.ClaimResult {
 	results := slices.Clone(classified.Claims)
-	if policy.RuleFor(classified.Driver).Permanent != failfastdra.PermanentIgnore {
+	if policy.RuleFor(classified.Driver).Action() != decision.PermanentIgnore {
 		return results
 	}
 	for i := range results {
-		if results[i].Outcome == failfastdra.FailedPermanent {
-			results[i].Outcome, results[i].Downgraded = failfastdra.FailedTransient, failfastdra.DowngradePolicyIgnore
+		if results[i].Outcome == decision.FailedPermanent {
+			results[i].Outcome, results[i].Downgraded = decision.FailedTransient, decision.DowngradePolicyIgnore
 		}
 	}
 	return results

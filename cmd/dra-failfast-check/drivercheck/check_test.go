@@ -12,13 +12,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes/fake"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/dra-failfast/dra-failfast/api/decision"
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
-	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
 const driver = "driver.example.com"
@@ -77,7 +75,6 @@ func response(errText string, field []byte) *drapbv1.NodePrepareResourceResponse
 }
 
 func TestDescribe(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, failfastdra.DRAHandlePermanentDriverFailures, true)
 	permanent := protowire.AppendVarint(protowire.AppendTag(nil, v1alpha.ErrorTypeFieldNumber, protowire.VarintType), 1)
 	unknownValue := protowire.AppendVarint(protowire.AppendTag(nil, v1alpha.ErrorTypeFieldNumber, protowire.VarintType), 9)
 	sent := &drapbv1.Claim{Namespace: "ns", Name: "c", Uid: "uid-c"}
@@ -89,13 +86,13 @@ func TestDescribe(t *testing.T) {
 		"prepared":          {response("", nil), DecisionPrepared, "", "absent (Unknown)", ""},
 		"permanent":         {response("bad config", permanent), DecisionPermanent, "1801", "Permanent", ""},
 		"transient":         {response("busy", nil), DecisionTransient, "", "absent (Unknown)", ""},
-		"unknown value":     {response("busy", unknownValue), DecisionTransient, "1809", "unknown error_type value: 9", failfastdra.DowngradeUnknownErrorType},
-		"permanent, no err": {response("", permanent), DecisionPrepared, "1801", "Permanent", failfastdra.DowngradeEmptyError},
-		"truncated":         {response("busy", []byte{0x18}), DecisionTransient, "18", "malformed", failfastdra.DowngradeMalformedErrorType},
+		"unknown value":     {response("busy", unknownValue), DecisionTransient, "1809", "unknown error_type value: 9", decision.DowngradeUnknownErrorType},
+		"permanent, no err": {response("", permanent), DecisionPrepared, "1801", "Permanent", decision.DowngradeEmptyError},
+		"truncated":         {response("busy", []byte{0x18}), DecisionTransient, "18", "malformed", decision.DowngradeMalformedErrorType},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{"uid-c": tc.resp}}
-			result := failfastdra.Classify(driver, []*drapbv1.Claim{sent}, resp, nil)
+			result := decision.Classify(driver, []*drapbv1.Claim{sent}, resp, nil, true)
 			got := describe(sent, tc.resp, result.Claims[0])
 			if got.Decision != tc.decision || got.ErrorTypeBytes != tc.bytes || !strings.Contains(got.ErrorType, tc.errType) || got.Downgraded != tc.downgraded {
 				t.Errorf("describe = %+v\nwant decision %s, bytes %q, error_type %q, downgraded %q", got, tc.decision, tc.bytes, tc.errType, tc.downgraded)
@@ -176,24 +173,24 @@ func TestDeviceTaints(t *testing.T) {
 }
 
 func TestUnderPolicy(t *testing.T) {
-	policy, err := failfastdra.ParseDriverPolicy([]byte("apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\ndrivers:\n- driver: ignored.example.com\n  permanent: Ignore\n"))
+	policy, err := decision.ParseDriverPolicy([]byte("apiVersion: dra-failfast.io/v1alpha1\nkind: DriverFailurePolicy\ndrivers:\n- driver: ignored.example.com\n  permanent: Ignore\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := []failfastdra.ClaimResult{{Outcome: failfastdra.FailedPermanent}, {Outcome: failfastdra.Prepared}}
+	claims := []decision.ClaimResult{{Outcome: decision.FailedPermanent}, {Outcome: decision.Prepared}}
 	for _, tc := range []struct {
 		driver string
-		want   failfastdra.Outcome
-	}{{"ignored.example.com", failfastdra.FailedTransient}, {"honored.example.com", failfastdra.FailedPermanent}} {
-		got := underPolicy(policy, failfastdra.DriverResult{Driver: tc.driver, Claims: claims})
-		if got[0].Outcome != tc.want || got[1].Outcome != failfastdra.Prepared {
+		want   decision.Outcome
+	}{{"ignored.example.com", decision.FailedTransient}, {"honored.example.com", decision.FailedPermanent}} {
+		got := underPolicy(policy, decision.DriverResult{Driver: tc.driver, Claims: claims})
+		if got[0].Outcome != tc.want || got[1].Outcome != decision.Prepared {
 			t.Errorf("%s: outcomes %v, %v; want %v, Prepared", tc.driver, got[0].Outcome, got[1].Outcome, tc.want)
 		}
-		if ignored := tc.want == failfastdra.FailedTransient; ignored != (got[0].Downgraded == failfastdra.DowngradePolicyIgnore) {
+		if ignored := tc.want == decision.FailedTransient; ignored != (got[0].Downgraded == decision.DowngradePolicyIgnore) {
 			t.Errorf("%s: downgraded %q", tc.driver, got[0].Downgraded)
 		}
 	}
-	if claims[0].Outcome != failfastdra.FailedPermanent {
+	if claims[0].Outcome != decision.FailedPermanent {
 		t.Error("underPolicy changed its input")
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The dra-failfast Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package dra
+package decision
 
 import (
 	"errors"
@@ -9,38 +9,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/dra-failfast/dra-failfast/api/decision/decisiontest"
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
 const testDriver = "driver.dra-failfast.test"
 
-func sentClaims(uids ...string) []*drapbv1.Claim {
-	claims := make([]*drapbv1.Claim, 0, len(uids))
-	for _, uid := range uids {
-		claims = append(claims, &drapbv1.Claim{Namespace: "ns", Name: "claim-" + uid, Uid: uid})
-	}
-	return claims
-}
-
-func claimResp(errText string, errorType v1alpha.NodePrepareResourceResponseErrorType) *drapbv1.NodePrepareResourceResponse {
-	resp := &drapbv1.NodePrepareResourceResponse{Error: errText}
-	v1alpha.SetErrorType(resp, errorType)
-	return resp
-}
-
-func withUnknown(resp *drapbv1.NodePrepareResourceResponse, raw []byte) *drapbv1.NodePrepareResourceResponse {
-	resp.ProtoReflect().SetUnknown(raw)
-	return resp
-}
-
-func enableFeature(t *testing.T, enabled bool) {
-	t.Helper()
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, DRAHandlePermanentDriverFailures, enabled)
-}
+// The requests and answers the tests classify.
+var (
+	sentClaims  = decisiontest.SentClaims
+	claimResp   = decisiontest.ClaimResponse
+	withUnknown = decisiontest.WithUnknown
+)
 
 // outcome is the part of ClaimResult a test case spells out.
 type outcome struct {
@@ -135,12 +117,11 @@ func TestClassify(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			enableFeature(t, !tc.disabled)
 			var resp *drapbv1.NodePrepareResourcesResponse
 			if tc.resp != nil {
 				resp = &drapbv1.NodePrepareResourcesResponse{Claims: tc.resp}
 			}
-			result := Classify(testDriver, sentClaims(tc.sent...), resp, tc.callErr)
+			result := Classify(testDriver, sentClaims(tc.sent...), resp, tc.callErr, !tc.disabled)
 			if (result.Err != nil) != tc.wantErr {
 				t.Errorf("Err = %v, want error: %v", result.Err, tc.wantErr)
 			}

@@ -1,7 +1,7 @@
 // Copyright 2026 The dra-failfast Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package dra
+package decision
 
 import (
 	"io/fs"
