@@ -123,6 +123,19 @@ func (c *Cluster) StatusPatches(namespace string) ([]StatusPatch, error) {
 	return patches, err
 }
 
+// NodeRequestsRefused counts, like NodeRequests, the requests of nodes in namespace that the
+// apiserver answered with an error (a code of 400 or more): a GET of a pod refused by the node
+// authorizer before it learned the pod's binding, for example, which the kubelet then retries.
+func (c *Cluster) NodeRequestsRefused(namespace string) (map[string]int, error) {
+	counts := map[string]int{}
+	err := c.eachAuditEvent(namespace, func(event *auditEvent) {
+		if resource, ok := nodeRequestResource(event); ok && event.ResponseStatus.Code >= 400 {
+			counts[event.Verb+" "+resource]++
+		}
+	})
+	return counts, err
+}
+
 // NodeRequestTimeline lists the requests that nodes made in namespace (as NodeRequests
 // counts them), one "time verb resource[/subresource] name code" line each, in the order
 // the apiserver completed them: what a test prints when a count is off.
