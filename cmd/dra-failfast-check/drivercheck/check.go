@@ -176,12 +176,26 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	}
 
 	// Unprepare whatever the driver may have prepared, as the kubelet does
-	// for a failed pod too: all claims, in one call.
-	callCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
-	unprep, unprepErr := plugin.NodeUnprepareResources(callCtx, &drapbv1.NodeUnprepareResourcesRequest{Claims: sent})
-	cancel()
+	// for a failed pod too: all claims, in one call. Not a claim that a pod
+	// reserved since it was looked up: the kubelet owns its preparation now
+	// (its prepare finds the claim prepared), and unpreparing it would break
+	// that pod.
+	unprepare, reservedNow := stillUnreserved(ctx, client, sent)
+	var (
+		unprep    *drapbv1.NodeUnprepareResourcesResponse
+		unprepErr error
+	)
+	if len(unprepare) > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		unprep, unprepErr = plugin.NodeUnprepareResources(callCtx, &drapbv1.NodeUnprepareResourcesRequest{Claims: unprepare})
+		cancel()
+	}
 	for i := range report.Claims {
 		claim := &report.Claims[i]
+		if consumer, reserved := reservedNow[claim.UID]; reserved {
+			claim.Unprepared = "not unprepared: reserved for " + consumer + " since the check looked it up; the kubelet owns its preparation now"
+			continue
+		}
 		switch result, ok := unprep.GetClaims()[claim.UID]; {
 		case unprepErr != nil:
 			claim.Unprepared = "NodeUnprepareResources failed: " + unprepErr.Error()
@@ -309,6 +323,26 @@ func lookUpClaims(ctx context.Context, client kubernetes.Interface, driver strin
 		}
 	}
 	return sent, devices, errors.Join(errs...)
+}
+
+// stillUnreserved returns the claims of sent that no pod reserved since
+// lookUpClaims, and for the others by UID the consumer that reserved them.
+// A claim that cannot be read again (gone, an API error) is unprepared all
+// the same: nothing else can own it, or it was free a moment ago, and a
+// prepared device must not leak.
+func stillUnreserved(ctx context.Context, client kubernetes.Interface, sent []*drapbv1.Claim) ([]*drapbv1.Claim, map[string]string) {
+	var free []*drapbv1.Claim
+	reserved := map[string]string{}
+	for _, sentClaim := range sent {
+		claim, err := client.ResourceV1().ResourceClaims(sentClaim.GetNamespace()).Get(ctx, sentClaim.GetName(), metav1.GetOptions{})
+		if err == nil && string(claim.UID) == sentClaim.GetUid() && len(claim.Status.ReservedFor) > 0 {
+			consumer := claim.Status.ReservedFor[0]
+			reserved[sentClaim.GetUid()] = consumer.Resource + " " + consumer.Name
+			continue
+		}
+		free = append(free, sentClaim)
+	}
+	return free, reserved
 }
 
 // checkable tells why claim cannot be checked with driver, if it cannot.

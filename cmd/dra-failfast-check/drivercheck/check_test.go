@@ -65,6 +65,30 @@ func TestLookUpClaims(t *testing.T) {
 	}
 }
 
+// TestStillUnreserved: a claim that a pod reserved after the lookup is not
+// unprepared; an unchanged claim, a deleted one and a new claim of the same
+// name (another UID) are.
+func TestStillUnreserved(t *testing.T) {
+	sent := []*drapbv1.Claim{
+		{Namespace: "ns", Name: "free", Uid: "uid-free"},
+		{Namespace: "ns", Name: "taken", Uid: "uid-taken"},
+		{Namespace: "ns", Name: "gone", Uid: "uid-gone"},
+		{Namespace: "ns", Name: "recreated", Uid: "uid-recreated-before"},
+	}
+	client := fake.NewClientset(claim("free", driver), claim("taken", driver, "app"), claim("recreated", driver, "other-app"))
+	free, reserved := stillUnreserved(t.Context(), client, sent)
+	var names []string
+	for _, c := range free {
+		names = append(names, c.GetName())
+	}
+	if got, want := strings.Join(names, ","), "free,gone,recreated"; got != want {
+		t.Errorf("unprepared %s, want %s", got, want)
+	}
+	if len(reserved) != 1 || reserved["uid-taken"] != "pods app" {
+		t.Errorf("reserved since the lookup: %v, want uid-taken by pods app", reserved)
+	}
+}
+
 func response(errText string, field []byte) *drapbv1.NodePrepareResourceResponse {
 	resp := &drapbv1.NodePrepareResourceResponse{Error: errText}
 	if errText == "" {
