@@ -18,7 +18,8 @@
 #            series' own KEP-5322 specs)
 #   bench    the benchmark's smoke run (make bench BENCH_MODE=smoke)
 #   kind     make test-kind but its two slowest scenarios (driver DaemonSet roll, node reboot: 3 min
-#            each, waiting on the kubelets' pod resync; make test-kind runs them): node images built
+#            each, waiting on the kubelets' pod resync; make test-kind runs them) and the webhook
+#            load measurement (TestWebhookUnderForgedLoad): node images built
 #            with nothing from a registry, the mixed fork/stock kind cluster, both drivers deployed
 #            from deploy/, test/kind's cluster tests, the cluster and the engine taken down, the host
 #            checked

@@ -33,6 +33,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -61,6 +62,7 @@ type options struct {
 	pluginDir         string
 	brokenDevicesFile string
 	httpAddress       string
+	podUID            string
 
 	webhookAddress string
 	webhookCert    string
@@ -85,6 +87,7 @@ func main() {
 	flag.StringVar(&opts.pluginDir, "plugin-dir", kubeletplugin.KubeletPluginsDir+"/"+driverName, "where the plugin's socket goes")
 	flag.StringVar(&opts.brokenDevicesFile, "broken-devices-file", "", "file naming the broken GPUs, one per line, read at every prepare (simulates a health check)")
 	flag.StringVar(&opts.httpAddress, "http-address", ":8080", "kubelet-plugin mode: where /metrics and /healthz are served")
+	flag.StringVar(&opts.podUID, "pod-uid", os.Getenv("POD_UID"), "kubelet-plugin mode: this pod's UID (default: $POD_UID); when set, a new instance of the DaemonSet starts beside the old one during a roll (kubeletplugin.RollingUpdate, Kubernetes 1.33 or later)")
 	flag.StringVar(&opts.webhookAddress, "webhook-address", admission.DefaultAddress, "webhook mode: where the webhook listens (HTTPS; also /healthz, /readyz, /metrics)")
 	flag.StringVar(&opts.webhookCert, "webhook-cert", "/etc/webhook/tls.crt", "webhook mode: serving certificate")
 	flag.StringVar(&opts.webhookKey, "webhook-key", "/etc/webhook/tls.key", "webhook mode: its key")
@@ -168,10 +171,15 @@ func runPlugin(ctx context.Context, opts options) error {
 	plugin := &driver{pool: opts.nodeName, cdiDir: opts.cdiDir, broken: brokenFromFile(opts.brokenDevicesFile), stop: cancel}
 	// StartWithDeviceFaults instead of kubeletplugin.Start: permanent errors
 	// reach the kubelet as such, and DeviceFault taints the GPUs.
+	// Two instances may run at once during a roll: each call is stateless (a
+	// claim's CDI spec is written whole, the broken GPUs read at every
+	// prepare), kubeletplugin serializes calls across them by a file lock,
+	// and both find the same DeviceTaintRules by name.
 	helper, err := failfastplugin.StartWithDeviceFaults(ctx, plugin,
 		failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: opts.nodeName, KubeClient: client},
 		kubeletplugin.RegistrarDirectoryPath(opts.registryDir),
 		kubeletplugin.PluginDataDirectoryPath(opts.pluginDir),
+		kubeletplugin.RollingUpdate(types.UID(opts.podUID)),
 	)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)

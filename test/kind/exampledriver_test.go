@@ -275,10 +275,40 @@ func rollGPUPlugins(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	if _, err := daemonSets.Patch(ctx, gpuPluginDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitForRolledOut(ctx, client, gpuNamespace, gpuPluginDaemonSet); err != nil {
+	// The DaemonSet surges (deploy/gpu-driver: maxSurge 1, kubeletplugin.RollingUpdate): for a
+	// while a node runs the old and the new plugin at once. Watched until the roll is done.
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	mostAtOnce := make(chan int, 1)
+	go func() {
+		most := 0
+		_ = wait.PollUntilContextCancel(watchCtx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := client.CoreV1().Pods(gpuNamespace).List(ctx, metav1.ListOptions{LabelSelector: gpuPluginLabel})
+			if err != nil {
+				return false, nil
+			}
+			running := map[string]int{}
+			for _, pod := range pods.Items {
+				if pod.Status.Phase == v1.PodRunning && pod.DeletionTimestamp == nil {
+					running[pod.Spec.NodeName]++
+				}
+			}
+			for _, n := range running {
+				most = max(most, n)
+			}
+			return false, nil
+		})
+		mostAtOnce <- most
+	}()
+	err := waitForRolledOut(ctx, client, gpuNamespace, gpuPluginDaemonSet)
+	stopWatching()
+	most := <-mostAtOnce
+	if err != nil {
 		t.Fatalf("DaemonSet %s not rolled: %v", gpuPluginDaemonSet, err)
 	}
-	t.Logf("DaemonSet %s rolled in %.1fs", gpuPluginDaemonSet, time.Since(start).Seconds())
+	t.Logf("DaemonSet %s rolled in %.1fs, at most %d plugin instances running on one node at once", gpuPluginDaemonSet, time.Since(start).Seconds(), most)
+	if most < 2 {
+		t.Errorf("no node ran two plugin instances at once during the roll: the DaemonSet did not surge")
+	}
 }
 
 // rebootForGPUs reboots node (docker restart of its container) and waits until the example

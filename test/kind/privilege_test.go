@@ -36,7 +36,8 @@ const nodeNameExtra = "authentication.kubernetes.io/node-name"
 // write is made as the plugin's service account on the first worker (impersonated, with the
 // node-name extra its pod's token carries). Slices, server-side dry runs: one for its own node
 // (admitted), one for the other worker's node, one not node-local and one of another driver (all
-// denied by the slice policy); a token with no node is denied too. DeviceTaintRules as the library
+// denied by the slice policy); a token with no node is denied too; the other worker's own
+// published slice can be neither updated nor deleted (dry runs). DeviceTaintRules as the library
 // writes them (DeviceFault), for a device no driver publishes: dry runs of one for a device in the
 // other worker's pool, one whose node annotation names the other worker, one for a whole pool and
 // one from a token with no node are denied by the rule policy; one for a device in its own pool is
@@ -96,6 +97,28 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				case !tc.allowed && (!apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantText)):
 					t.Errorf("%s: got %v, want a denial naming %q", name, err, tc.wantText)
 				}
+			}
+
+			// The other worker's own slices, as its plugin published them: updating or deleting
+			// one (dry runs) is denied by the slice policy.
+			published, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{
+				FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + other + "," + resourceapi.ResourceSliceSelectorDriver + "=" + driver.name,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(published.Items) == 0 {
+				t.Fatalf("%s published no ResourceSlice on %s", driver.name, other)
+			}
+			otherSlice := published.Items[0].DeepCopy()
+			otherSlice.Spec.Devices = otherSlice.Spec.Devices[:0] // as if its devices were gone
+			_, err = asPlugin.ResourceV1().ResourceSlices().Update(t.Context(), otherSlice, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || err == nil || !strings.Contains(err.Error(), "ResourceSlices of node '"+other+"'") {
+				t.Errorf("update of %s's slice %s as %s's plugin: %v, want a denial by the policy", other, otherSlice.Name, own, err)
+			}
+			err = asPlugin.ResourceV1().ResourceSlices().Delete(t.Context(), otherSlice.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || err == nil || !strings.Contains(err.Error(), "ResourceSlices of node '"+other+"'") {
+				t.Errorf("delete of %s's slice %s as %s's plugin: %v, want a denial by the policy", other, otherSlice.Name, own, err)
 			}
 
 			// DeviceTaintRules as the library writes them: its label, the writer's node in its
@@ -189,7 +212,7 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 			if _, err := client.ResourceV1().DeviceTaintRules().Create(ctx, otherRule, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
 			}
-			err := asPlugin.ResourceV1().DeviceTaintRules().Delete(ctx, otherRule.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			err = asPlugin.ResourceV1().DeviceTaintRules().Delete(ctx, otherRule.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			if wantText := "may not delete the DeviceTaintRules of node '" + other + "'"; !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), wantText) {
 				t.Errorf("rule of the other node: delete got %v, want a denial naming %q", err, wantText)
 			}
