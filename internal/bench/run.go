@@ -111,9 +111,12 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	return res, nil
 }
 
-// runScenarios runs the scenarios interleaved: fork, stock, fork, stock...
-// (the cluster starts with the fork). Scenarios that need no repetition run
-// in the first round only.
+// runScenarios runs the scenarios interleaved and counterbalanced: fork,
+// stock, then stock, fork, and so on (the cluster starts with the fork), so
+// that drift over the run and the first place after a switch weigh on both
+// kubelets alike. Within a round each kubelet measures its healthy path
+// first, before the fork's time to Failed leaves pods to clean up.
+// Scenarios that need no repetition run in the first round only.
 func (e *env) runScenarios(ctx context.Context, res *Results) error {
 	step := func(name string, f func() error) error {
 		e.logf("== %s on %s", name, e.current)
@@ -123,18 +126,13 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 		return nil
 	}
 	for rep := range e.sizes.Repetitions {
-		for _, k := range []Kubelet{Fork, Stock} {
+		order := []Kubelet{Fork, Stock}
+		if rep%2 == 1 {
+			order = []Kubelet{Stock, Fork}
+		}
+		for _, k := range order {
 			if err := e.use(ctx, k); err != nil {
 				return err
-			}
-			if k == Fork {
-				if err := step("1 time to Failed", func() error {
-					run, err := e.timeToFailed(ctx)
-					res.TimeToFailed.Runs = append(res.TimeToFailed.Runs, run)
-					return err
-				}); err != nil {
-					return err
-				}
 			}
 			if err := step("4 healthy path", func() error {
 				run, err := e.healthy(ctx)
@@ -146,6 +144,15 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 				return err
 			}); err != nil {
 				return err
+			}
+			if k == Fork {
+				if err := step("1 time to Failed", func() error {
+					run, err := e.timeToFailed(ctx)
+					res.TimeToFailed.Runs = append(res.TimeToFailed.Runs, run)
+					return err
+				}); err != nil {
+					return err
+				}
 			}
 			if rep > 0 {
 				continue
