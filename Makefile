@@ -6,7 +6,7 @@
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind \
-	verify-patches verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
+	verify-patches verify-upstream verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -24,6 +24,10 @@ e2e:
 
 verify:
 	hack/verify.sh
+
+# The upstream-shaped KEP-5322 series (upstream/README.md).
+verify-upstream:
+	hack/upstream.sh verify
 
 bench:
 	BENCH_MODE="$(BENCH_MODE)" hack/bench.sh

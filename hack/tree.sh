@@ -21,9 +21,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUTPUT_DIR=$(mkdir -p "${OUTPUT_DIR}" && cd "${OUTPUT_DIR}" && pwd)
 TREE_DIR="${OUTPUT_DIR}/tree"
 PRISTINE_TREE="${TREE_DIR}/pristine"
-PATCHED_TREE="${TREE_DIR}/patched"
-PATCHED_WORK="${TREE_DIR}/patched.work"
-PATCHES_DIR=${PATCHES_DIR:-${REPO_ROOT}/staging-patches}
+# SERIES picks the patch series the scripts work on: "fork" (the default) is staging-patches/, the
+# fork's kubelet, built with this repository in its workspace; "upstream" is upstream/patches/,
+# KEP-5322 in upstream's own shape, built with nothing but the tree (upstream/README.md). The
+# patched tree of each lives apart: SERIES=upstream hack/update-patches.sh exports _output/tree/upstream.
+case "${SERIES:=fork}" in
+  fork) PATCHED_TREE="${TREE_DIR}/patched" default_patches_dir=${REPO_ROOT}/staging-patches ;;
+  upstream) PATCHED_TREE="${TREE_DIR}/upstream" default_patches_dir=${REPO_ROOT}/upstream/patches ;;
+  *) die "SERIES=${SERIES}: want fork or upstream" ;;
+esac
+PATCHED_WORK="${PATCHED_TREE}.work"
+PATCHES_DIR=${PATCHES_DIR:-${default_patches_dir}}
 BIN_DIR="${OUTPUT_DIR}/bin"
 UPSTREAM_TAG="upstream-${KUBE_VERSION}"
 # Bump when the way trees are assembled changes, to force them to be rebuilt.
@@ -218,16 +226,16 @@ ensure_patched() {
   fi
   if [ -d "${PATCHED_TREE}/.git" ]; then
     if [ -n "$(tree_git "${PATCHED_TREE}" status --porcelain)" ]; then
-      die "staging-patches/ changed, but ${PATCHED_TREE} has uncommitted changes: commit them and run
-hack/update-patches.sh, or remove the tree to start again from staging-patches/"
+      die "${PATCHES_DIR#"${REPO_ROOT}/"}/ changed, but ${PATCHED_TREE} has uncommitted changes: commit them and run
+SERIES=${SERIES} hack/update-patches.sh, or remove the tree to start again from ${PATCHES_DIR#"${REPO_ROOT}/"}/"
     fi
     if [ -n "${head}" ] && [ "$(tree_git "${PATCHED_TREE}" rev-parse HEAD)" != "${head}" ]; then
-      die "staging-patches/ changed, but ${PATCHED_TREE} has commits that are not in staging-patches/:
-run hack/update-patches.sh to export them, or remove the tree to start again from staging-patches/"
+      die "${PATCHES_DIR#"${REPO_ROOT}/"}/ changed, but ${PATCHED_TREE} has commits that are not in ${PATCHES_DIR#"${REPO_ROOT}/"}/:
+run SERIES=${SERIES} hack/update-patches.sh to export them, or remove the tree to start again from ${PATCHES_DIR#"${REPO_ROOT}/"}/"
     fi
   fi
   mapfile -t patches < <(patch_files)
-  log "patched tree: applying ${#patches[@]} patch(es) from staging-patches/"
+  log "patched tree: applying ${#patches[@]} patch(es) from ${PATCHES_DIR#"${REPO_ROOT}/"}/"
   tmp="${PATCHED_TREE}.tmp"
   rm -rf "${tmp}"
   cp -a "${PRISTINE_TREE}" "${tmp}"

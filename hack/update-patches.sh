@@ -49,7 +49,7 @@ if [ -f "${tree}/${SERIES_STAMP}" ]; then
   read -r synced _ < "${tree}/${SERIES_STAMP}"
 fi
 if [ "${synced}" != "$(series_hash)" ]; then
-  die "staging-patches/ changed since ${tree} was made from it: exporting would lose those changes.
+  die "${PATCHES_DIR#"${REPO_ROOT}/"}/ changed since ${tree} was made from it: exporting would lose those changes.
 Rebuild the tree first (hack/build-kubelet.sh; move your commits aside if it refuses), then redo them."
 fi
 

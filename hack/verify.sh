@@ -4,8 +4,9 @@
 
 # make verify: every static check, no root and no cluster needed: gofmt, go vet (with and without
 # the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
-# requirements (what a release tag publishes resolves with go get alone), and the patch series
-# (applies to pristine v1.37.1, builds, stays within its line budget). Runs all checks and fails
+# requirements (what a release tag publishes resolves with go get alone), the patch series
+# (applies to pristine v1.37.1, builds, stays within its line budget), and the upstream-shaped
+# series (hack/upstream.sh verify: upstream's generators, its tests). Runs all checks and fails
 # at the end if any failed. Installs shellcheck from Debian when missing and running as root.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,6 +36,8 @@ go_vet() {
   for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"; do
     (cd "${mod}" && go vet ./...) || return 1
   done
+  # Outside the workspace: its plugin versions must stay upstream's (hack/tools/go.mod).
+  (cd hack/tools && GOWORK=off go vet ./...)
 }
 
 shellcheck_scripts() {
@@ -53,5 +56,6 @@ check codegen hack/verify-codegen.sh
 check gomod hack/verify-gomod.sh
 check library-release hack/release-library.sh --check
 check patches hack/verify-patches.sh
+check upstream-series hack/upstream.sh verify
 [ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"
 log "verify: all checks passed"

@@ -1,0 +1,21 @@
+// The tools that build the upstream-shaped series (upstream/): a stand-in for protoc 23.4 and
+// the protoc plugins at the versions Kubernetes v1.37.1's hack/tools pins. A module of its own so
+// that those versions are exactly upstream's, whatever the root module needs.
+module github.com/dra-failfast/dra-failfast/hack/tools
+
+go 1.26.0
+
+require (
+	github.com/bufbuild/protocompile v0.14.1
+	google.golang.org/protobuf v1.36.11
+)
+
+require (
+	golang.org/x/sync v0.8.0 // indirect
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2 // indirect
+)
+
+tool (
+	google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	google.golang.org/protobuf/cmd/protoc-gen-go
+)

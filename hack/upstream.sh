@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Copyright 2026 The dra-failfast Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# The upstream-shaped KEP-5322 series (upstream/patches/, see upstream/README.md): patches against
+# k8s.io/kubernetes KUBE_VERSION in the shape kubernetes/kubernetes reviews, built and tested with
+# nothing of this repository in their workspace.
+#
+# Usage: hack/upstream.sh COMMAND
+#   tree     makes _output/tree/upstream = the pristine tree + upstream/patches, one commit each,
+#            to edit (as hack/update-patches.sh describes for the fork's series)
+#   codegen  regenerates, in _output/tree/upstream, what upstream's hack/update-codegen.sh
+#            protobindings and conversions generate for the kubelet's gRPC APIs; commit the result
+#            with the change to the .proto
+#   export   writes the tree's commits to upstream/patches/ (SERIES=upstream hack/update-patches.sh)
+#   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
+#            generated code byte for byte; the series applies; its generated code is what the
+#            generators make of its sources; its error_type is the fork's on the wire
+#            (hack/tools/wirecheck); its Go files are gofmt -s clean; go vet and go test of every
+#            package it changes
+#
+# protoc 23.4, which upstream's protobindings require, is only on GitHub and in a container
+# image: hack/tools/protoc stands in for it (verify proves that it does, on every kubelet API).
+# shellcheck source-path=SCRIPTDIR
+export SERIES=upstream
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
+
+KUBELET_APIS=staging/src/k8s.io/kubelet/pkg/apis
+UPSTREAM_TOOLS="${OUTPUT_DIR}/tools/upstream"
+
+# upstream_codegen TREE: regenerates the kubelet's gRPC API bindings (every api.proto under
+# KUBELET_APIS) with hack/lib/protoc.sh's protoc flags, boilerplate and gofmt -s, and the
+# conversions of the packages there tagged +k8s:conversion-gen with hack/update-codegen.sh's
+# conversion-gen flags, conversion-gen built from TREE itself.
+upstream_codegen() {
+  local tree=$1 work proto dir file
+  local -a conversion_dirs=()
+  work="${tree}.codegen.work"
+  mkdir -p "${UPSTREAM_TOOLS}"
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck \
+    google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
+  write_workspace "${tree}" "${work}" --upstream >/dev/null
+  (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
+  [ "$("${UPSTREAM_TOOLS}/protoc" --version)" = "libprotoc 23.4" ] || die "hack/tools/protoc does not stand in for protoc 23.4"
+  (
+    cd "${tree}" || exit 1
+    export PATH="${UPSTREAM_TOOLS}:${PATH}"
+    while IFS= read -r proto; do
+      dir=$(dirname "${proto}")
+      protoc --proto_path="$(pwd -P)" --proto_path="$(pwd -P)/vendor" --proto_path="$(pwd -P)/staging/src" \
+        --proto_path="$(pwd -P)/third_party/protobuf" --go_out=. --go_opt=paths=source_relative \
+        --go-grpc_out=. --go-grpc_opt=paths=source_relative "${dir}/api.proto"
+      for file in "${dir}"/api*.pb.go; do
+        cat hack/boilerplate/boilerplate.generatego.txt "${file}" > "${file}.tmp"
+        mv "${file}.tmp" "${file}"
+        gofmt -s -w "${file}"
+      done
+    done < <(find "${KUBELET_APIS}" -name api.proto | LC_ALL=C sort)
+    mapfile -t conversion_dirs < <(grep -rl --include=doc.go '^// *+k8s:conversion-gen=' "${KUBELET_APIS}" | xargs -n1 dirname | LC_ALL=C sort -u)
+    for dir in "${conversion_dirs[@]}"; do
+      rm -f "${dir}/zz_generated.conversion.go"
+    done
+    GOWORK="${work}" conversion-gen -v 0 --go-header-file hack/boilerplate/boilerplate.generatego.txt \
+      --output-file zz_generated.conversion.go --lint-rules=known-tags-only,require-explicit-disablement \
+      --extra-peer-dirs k8s.io/kubernetes/pkg/apis/core --extra-peer-dirs k8s.io/kubernetes/pkg/apis/core/v1 \
+      --extra-peer-dirs k8s.io/api/core/v1 "${conversion_dirs[@]/#/./}"
+  ) || die "regenerating the kubelet's API code in ${tree} failed"
+  rm -f "${work}" "${work}.sum"
+}
+
+# require_clean TREE MESSAGE: dies with MESSAGE and the changed files when TREE has changes.
+require_clean() {
+  local tree=$1 message=$2
+  if [ -n "$(tree_git "${tree}" status --porcelain)" ]; then
+    tree_git "${tree}" status --short >&2
+    die "${message}"
+  fi
+}
+
+verify() {
+  local start tmp tree work generated unformatted
+  local -a patches=() packages=()
+  start=$(date +%s)
+  with_tree_lock ensure_pristine
+  mkdir -p "${TREE_DIR}"
+  tmp=$(mktemp -d "${TREE_DIR}/upstream-verify.XXXXXX")
+  # shellcheck disable=SC2064 # expand now: tmp is local
+  trap "rm -rf '${tmp}'" EXIT
+  tree="${tmp}/tree"
+  cp -a "${PRISTINE_TREE}" "${tree}"
+  upstream_codegen "${tree}"
+  require_clean "${tree}" "the generators do not reproduce ${KUBE_VERSION}'s own generated code (above)"
+  generated=$(cd "${tree}" && find "${KUBELET_APIS}" -name 'api*.pb.go' -o -name zz_generated.conversion.go | wc -l)
+  log "the generators reproduce ${KUBE_VERSION}'s ${generated} generated files of ${KUBELET_APIS} byte for byte"
+  mapfile -t patches < <(patch_files)
+  [ "${#patches[@]}" -gt 0 ] || die "no patches in ${PATCHES_DIR#"${REPO_ROOT}/"}/"
+  apply_series "${tree}" "${patches[@]}"
+  upstream_codegen "${tree}"
+  require_clean "${tree}" "the series' generated code is not what its sources generate (above): run hack/upstream.sh codegen in the series' tree and commit"
+  log "the series' generated code is current"
+  # One wire format: the fork's error_type (its drivers and kubelet) and the series' are the same.
+  log "error_type, fork (api/draplugin/v1alpha) and series (dra/v1): $("${UPSTREAM_TOOLS}/wirecheck" \
+    "${REPO_ROOT}/api:draplugin/v1alpha/api.proto:dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type" \
+    "${tree}:${KUBELET_APIS}/dra/v1/api.proto:k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse.error_type")" ||
+    die "the fork's error_type and the series' differ on the wire (above)"
+  work="${tmp}/tree.work"
+  write_workspace "${tree}" "${work}" --upstream >/dev/null
+  mapfile -t packages < <(tree_git "${tree}" diff --name-only "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  unformatted=$(cd "${tree}" && tree_git . diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -r gofmt -s -l)
+  [ -z "${unformatted}" ] || die "not gofmt -s clean (upstream's hack/verify-gofmt.sh): ${unformatted}"
+  log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
+  (cd "${tree}" && GOWORK="${work}" go vet "${packages[@]}" && GOWORK="${work}" go test -count=1 "${packages[@]}") ||
+    die "go vet or go test failed in the series' tree"
+  log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s)"
+}
+
+case "${1:-}" in
+  tree) with_tree_lock ensure_pristine && with_tree_lock ensure_patched ;;
+  codegen)
+    [ -d "${PATCHED_TREE}/.git" ] || die "no tree at ${PATCHED_TREE#"${REPO_ROOT}/"}: run hack/upstream.sh tree first"
+    upstream_codegen "${PATCHED_TREE}"
+    tree_git "${PATCHED_TREE}" status --short
+    ;;
+  export) exec "${REPO_ROOT}/hack/update-patches.sh" ;;
+  verify) verify ;;
+  *) die "usage: hack/upstream.sh tree|codegen|export|verify" ;;
+esac
