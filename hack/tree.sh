@@ -25,9 +25,10 @@ PRISTINE_TREE="${TREE_DIR}/pristine"
 # fork's kubelet, built with this repository in its workspace; "upstream" is upstream/patches/,
 # KEP-5322 in upstream's own shape, built with nothing but the tree (upstream/README.md). The
 # patched tree of each lives apart: SERIES=upstream hack/update-patches.sh exports _output/tree/upstream.
+# TREE_MAKER is the command that makes (or updates) the series' patched tree.
 case "${SERIES:=fork}" in
-  fork) PATCHED_TREE="${TREE_DIR}/patched" default_patches_dir=${REPO_ROOT}/staging-patches ;;
-  upstream) PATCHED_TREE="${TREE_DIR}/upstream" default_patches_dir=${REPO_ROOT}/upstream/patches ;;
+  fork) PATCHED_TREE="${TREE_DIR}/patched" default_patches_dir=${REPO_ROOT}/staging-patches TREE_MAKER=hack/build-kubelet.sh ;;
+  upstream) PATCHED_TREE="${TREE_DIR}/upstream" default_patches_dir=${REPO_ROOT}/upstream/patches TREE_MAKER="hack/upstream.sh tree" ;;
   *) die "SERIES=${SERIES}: want fork or upstream" ;;
 esac
 PATCHED_WORK="${PATCHED_TREE}.work"

@@ -29,9 +29,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 [ $# -eq 0 ] || die "usage: hack/update-patches.sh"
 
 tree=${PATCHED_TREE}
-[ -d "${tree}/.git" ] || die "no patched tree at ${tree}: run hack/build-kubelet.sh first"
+[ -d "${tree}/.git" ] || die "no patched tree at ${tree}: run ${TREE_MAKER} first"
 tree_git "${tree}" rev-parse -q --verify "refs/tags/${UPSTREAM_TAG}" >/dev/null ||
-  die "${tree} has no tag ${UPSTREAM_TAG}: it was not made by hack/build-kubelet.sh"
+  die "${tree} has no tag ${UPSTREAM_TAG}: it was not made by ${TREE_MAKER}"
 if [ -n "$(tree_git "${tree}" status --porcelain)" ]; then
   tree_git "${tree}" status --short >&2
   die "${tree} has uncommitted changes (above): commit them (git commit -a) or discard them first"
@@ -50,7 +50,7 @@ if [ -f "${tree}/${SERIES_STAMP}" ]; then
 fi
 if [ "${synced}" != "$(series_hash)" ]; then
   die "${PATCHES_DIR#"${REPO_ROOT}/"}/ changed since ${tree} was made from it: exporting would lose those changes.
-Rebuild the tree first (hack/build-kubelet.sh; move your commits aside if it refuses), then redo them."
+Rebuild the tree first (${TREE_MAKER}; move your commits aside if it refuses), then redo them."
 fi
 
 count=$(tree_git "${tree}" rev-list --count "${UPSTREAM_TAG}..HEAD")

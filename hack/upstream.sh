@@ -6,7 +6,7 @@
 # k8s.io/kubernetes KUBE_VERSION in the shape kubernetes/kubernetes reviews, built and tested with
 # nothing of this repository in their workspace.
 #
-# Usage: hack/upstream.sh COMMAND [--skip-upstream-scripts]
+# Usage: hack/upstream.sh COMMAND [--quick]
 #   tree     makes _output/tree/upstream = the pristine tree + upstream/patches, one commit each,
 #            to edit (as hack/update-patches.sh describes for the fork's series)
 #   codegen  regenerates, in _output/tree/upstream, what upstream's hack/update-codegen.sh
@@ -15,11 +15,12 @@
 #   export   writes the tree's commits to upstream/patches/ (SERIES=upstream hack/update-patches.sh)
 #   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
 #            generated code byte for byte; the series applies; its generated code is what the
-#            generators make of its sources; its error_type is the fork's on the wire
-#            (hack/tools/wirecheck); go vet and go test of every package it changes; upstream's
-#            own verify scripts in UPSTREAM_VERIFY_SCRIPTS, unless --skip-upstream-scripts (make
-#            verify and so make test skip them: 2 minutes warm, more cold, for a check that only
-#            changes with upstream/patches/; run make verify-upstream after changing the series)
+#            generators make of its sources; its error_type is declared as the fork's
+#            (hack/tools/wirecheck); go vet and go test of every package it changes; then, unless
+#            --quick, go build ./cmd/kubelet and upstream's own verify scripts in
+#            UPSTREAM_VERIFY_SCRIPTS. make verify (and so make test) runs --quick: the rest costs
+#            2-3 minutes warm and over 10 cold, for checks that only change with upstream/patches/;
+#            run make verify-upstream after changing the series.
 #
 # protoc 23.4, which upstream's protobindings require, is only on GitHub and in a container
 # image: hack/tools/protoc stands in for it (verify proves that it does, on every kubelet API).
@@ -46,7 +47,6 @@ upstream_codegen() {
     google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
-  [ "$("${UPSTREAM_TOOLS}/protoc" --version)" = "libprotoc 23.4" ] || die "hack/tools/protoc does not stand in for protoc 23.4"
   (
     cd "${tree}" || exit 1
     export PATH="${UPSTREAM_TOOLS}:${PATH}"
@@ -61,10 +61,9 @@ upstream_codegen() {
         gofmt -s -w "${file}"
       done
     done < <(find "${KUBELET_APIS}" -name api.proto | LC_ALL=C sort)
-    mapfile -t conversion_dirs < <(grep -rl --include=doc.go '^// *+k8s:conversion-gen=' "${KUBELET_APIS}" | xargs -n1 dirname | LC_ALL=C sort -u)
-    for dir in "${conversion_dirs[@]}"; do
-      rm -f "${dir}/zz_generated.conversion.go"
-    done
+    # As hack/update-codegen.sh: every tagged package, every old output removed first.
+    mapfile -t conversion_dirs < <(grep -rl --include='*.go' '^// *+k8s:conversion-gen=' "${KUBELET_APIS}" | xargs -r -n1 dirname | LC_ALL=C sort -u)
+    find "${KUBELET_APIS}" -name zz_generated.conversion.go -delete
     GOWORK="${work}" conversion-gen -v 0 --go-header-file hack/boilerplate/boilerplate.generatego.txt \
       --output-file zz_generated.conversion.go --lint-rules=known-tags-only,require-explicit-disablement \
       --extra-peer-dirs k8s.io/kubernetes/pkg/apis/core --extra-peer-dirs k8s.io/kubernetes/pkg/apis/core/v1 \
@@ -73,17 +72,19 @@ upstream_codegen() {
   rm -f "${work}" "${work}.sum"
 }
 
-# require_clean TREE MESSAGE: dies with MESSAGE and the changed files when TREE has changes.
+# require_clean TREE MESSAGE: dies with MESSAGE and what changed when TREE has changes.
 require_clean() {
   local tree=$1 message=$2
   if [ -n "$(tree_git "${tree}" status --porcelain)" ]; then
     tree_git "${tree}" status --short >&2
+    tree_git "${tree}" diff --stat >&2
+    tree_git "${tree}" diff | head -200 >&2
     die "${message}"
   fi
 }
 
 verify() {
-  local start tmp tree work generated script
+  local start tmp tree work generated script wire
   local -a patches=() packages=()
   start=$(date +%s)
   with_tree_lock ensure_pristine
@@ -106,21 +107,26 @@ verify() {
   upstream_codegen "${tree}"
   require_clean "${tree}" "the series' generated code is not what its sources generate (above): run hack/upstream.sh codegen in the series' tree and commit"
   log "the series' generated code is current"
-  # One wire format: the fork's error_type (its drivers and kubelet) and the series' are the same.
-  log "error_type, fork (api/draplugin/v1alpha) and series (dra/v1): $("${UPSTREAM_TOOLS}/wirecheck" \
+  # One wire format: the fork's error_type declaration (its drivers and kubelet) and the series'.
+  wire=$("${UPSTREAM_TOOLS}/wirecheck" \
     "${REPO_ROOT}/api:draplugin/v1alpha/api.proto:dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type" \
-    "${tree}:${KUBELET_APIS}/dra/v1/api.proto:k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse.error_type")" ||
-    die "the fork's error_type and the series' differ on the wire (above)"
+    "${tree}:${KUBELET_APIS}/dra/v1/api.proto:k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse.error_type") ||
+    die "the fork's error_type and the series' are declared differently (above)"
+  log "error_type as the fork declares it (api/draplugin/v1alpha) and as the series does (dra/v1): ${wire}"
   work="${tmp}/tree.work"
   write_workspace "${tree}" "${work}" --upstream >/dev/null
-  mapfile -t packages < <(tree_git "${tree}" diff --name-only "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  mapfile -t packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  [ "${#packages[@]}" -gt 0 ] || die "the series changes no Go package"
   log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
   (cd "${tree}" && GOWORK="${work}" go vet "${packages[@]}" && GOWORK="${work}" go test -count=1 "${packages[@]}") ||
     die "go vet or go test failed in the series' tree"
-  if [ "${1:-}" = --skip-upstream-scripts ]; then
-    log "upstream's own verify scripts skipped (--skip-upstream-scripts; make verify-upstream runs them)"
-    UPSTREAM_VERIFY_SCRIPTS=()
+  if [ "${1:-}" = --quick ]; then
+    log "the kubelet build and upstream's own verify scripts skipped (--quick; make verify-upstream runs them)"
+    log "OK: ${#patches[@]} upstream-shaped patch(es) verified, quick ($(($(date +%s) - start))s)"
+    return 0
   fi
+  log "building ./cmd/kubelet in the series' tree"
+  (cd "${tree}" && GOWORK="${work}" go build -o /dev/null ./cmd/kubelet) || die "./cmd/kubelet does not build with the series"
   for script in "${UPSTREAM_VERIFY_SCRIPTS[@]}"; do
     (cd "${tree}" && GOWORK="${work}" GOTOOLCHAIN=local bash "hack/${script}") || die "upstream's hack/${script} failed on the series"
     log "upstream's hack/${script}: ok"
@@ -137,5 +143,5 @@ case "${1:-}" in
     ;;
   export) exec "${REPO_ROOT}/hack/update-patches.sh" ;;
   verify) verify "${2:-}" ;;
-  *) die "usage: hack/upstream.sh tree|codegen|export|verify [--skip-upstream-scripts]" ;;
+  *) die "usage: hack/upstream.sh tree|codegen|export|verify [--quick]" ;;
 esac

@@ -6,8 +6,8 @@
 # the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
 # requirements (what a release tag publishes resolves with go get alone), the patch series
 # (applies to pristine v1.37.1, builds, stays within its line budget), and the upstream-shaped
-# series (hack/upstream.sh verify: upstream's generators, its tests; upstream's own verify scripts
-# only with make verify-upstream). Runs all checks and fails
+# series (hack/upstream.sh verify --quick: upstream's generators, its tests; the kubelet build and
+# upstream's own verify scripts only with make verify-upstream). Runs all checks and fails
 # at the end if any failed. Installs shellcheck from Debian when missing and running as root.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -57,6 +57,6 @@ check codegen hack/verify-codegen.sh
 check gomod hack/verify-gomod.sh
 check library-release hack/release-library.sh --check
 check patches hack/verify-patches.sh
-check upstream-series hack/upstream.sh verify --skip-upstream-scripts
+check upstream-series hack/upstream.sh verify --quick
 [ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"
 log "verify: all checks passed"

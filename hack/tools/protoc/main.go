@@ -9,9 +9,10 @@
 // github.com/bufbuild/protocompile, and runs each protoc-gen-NAME plugin over
 // the plugin protocol with the request protoc 23.4 sends: every file in
 // dependency order with json_name and source info, compiler_version 4.23.4.
-// hack/upstream-protobindings.sh proves the stand-in: regenerated from
-// v1.37.1's own .proto files, the generated Go files are byte for byte the
-// ones v1.37.1 ships.
+// hack/upstream.sh verify proves the stand-in: regenerated from v1.37.1's own
+// .proto files, the generated Go files are byte for byte the ones v1.37.1
+// ships. Unlike protoc, it writes each plugin's files as soon as that plugin
+// answers, and it sends source info for dependencies too (plugins ignore it).
 package main
 
 import (
@@ -87,9 +88,6 @@ func run(ctx context.Context, args []string) error {
 	seen := map[string]bool{}
 	for _, f := range compiled {
 		addWithDependencies(f, seen, req)
-	}
-	for _, f := range compiled {
-		req.SourceFileDescriptors = append(req.SourceFileDescriptors, fileProto(f))
 	}
 	for _, p := range inv.plugins {
 		if err := p.generate(ctx, req); err != nil {

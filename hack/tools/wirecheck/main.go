@@ -1,10 +1,9 @@
 // Copyright 2026 The dra-failfast Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command wirecheck proves that two .proto fields put the same thing on the
-// wire: the same field number, type and cardinality and, for enums, the same
-// values by number (names compared case-insensitively: the fork's extension
-// spells them Unknown/Permanent, upstream's style is UNKNOWN/PERMANENT).
+// Command wirecheck proves that two .proto fields are declared alike: the
+// same field number, type and cardinality and, for enums, the same values
+// (numbers and names; names matter to JSON and text encodings).
 // hack/upstream.sh verify runs it on the fork's error_type extension
 // (api/draplugin/v1alpha) and the upstream-shaped series' error_type in
 // k8s.io/kubelet's dra/v1 API, so that the two can never disagree.
@@ -46,12 +45,12 @@ func compare(ctx context.Context, specA, specB string) (string, error) {
 		return "", err
 	}
 	if wa, wb := wire(a), wire(b); wa != wb {
-		return "", fmt.Errorf("the fields differ on the wire:\n  %s: %s\n  %s: %s", specA, wa, specB, wb)
+		return "", fmt.Errorf("the fields are declared differently:\n  %s: %s\n  %s: %s", specA, wa, specB, wb)
 	}
-	return fmt.Sprintf("the same on the wire: %s", wire(a)), nil
+	return fmt.Sprintf("declared alike: %s", wire(a)), nil
 }
 
-// wire describes what f puts on the wire, names of enum values lower-cased.
+// wire describes f's declaration: what it puts on the wire, and its enum's values.
 func wire(f protoreflect.FieldDescriptor) string {
 	s := fmt.Sprintf("field %d, %s %s", f.Number(), f.Cardinality(), f.Kind())
 	if f.Kind() == protoreflect.EnumKind {
@@ -59,7 +58,7 @@ func wire(f protoreflect.FieldDescriptor) string {
 		var parts []string
 		for i := range values.Len() {
 			v := values.Get(i)
-			parts = append(parts, fmt.Sprintf("%d=%s", v.Number(), strings.ToLower(string(v.Name()))))
+			parts = append(parts, fmt.Sprintf("%d=%s", v.Number(), v.Name()))
 		}
 		s += " {" + strings.Join(parts, ", ") + "}"
 	}
