@@ -477,15 +477,6 @@ func (d *Driver) Stop() error {
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // PodClaim returns the driver's counters for the claim that the pod
 // namespace/pod got from a ResourceClaimTemplate (named "<pod>-<claim>-<suffix>").
 func PodClaim(stats *testdriver.Stats, namespace, pod string) (testdriver.ClaimStats, bool) {
