@@ -36,7 +36,9 @@ builderr="${results}/build-errors.log"
 log "go test ${test_flags[*]} ${packages[*]} (in ${PATCHED_TREE#"${REPO_ROOT}/"}, $(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
 start=$(date +%s)
 rc=0
-(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json "${test_flags[@]}" "${packages[@]}") \
+# -trimpath: the compiled dependencies are shared with the upstream-shaped series' tests
+# (hack/upstream.sh verify), whose tree is elsewhere.
+(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath "${test_flags[@]}" "${packages[@]}") \
   > "${json}" 2> "${results}/stderr.log" || rc=$?
 : > "${builderr}"
 : > "${plain}"

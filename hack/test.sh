@@ -59,13 +59,16 @@ stage() {
   fi
 }
 
-# unit_tests: the root module's tests, then each library module's and the check tool's, all with -race.
+# unit_tests: the root module's tests, then each library module's, the check tool's and
+# hack/tools', all with -race.
 unit_tests() {
   local rc=0 mod
   go test -race -count=1 -v ./... > "${results}/unit.log" 2>&1 || rc=$?
   for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}"; do
     (cd "${mod}" && go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
   done
+  # Outside the workspace, as hack/verify.sh vets it.
+  (cd hack/tools && GOWORK=off go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
   grep -E '^(ok|FAIL|---)' "${results}/unit.log" | grep -v '^--- PASS' || true
   count_go_tests "${results}/unit.log"
   return "${rc}"

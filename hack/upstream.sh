@@ -13,10 +13,15 @@
 #            protobindings and conversions generate for the kubelet's gRPC APIs; commit the result
 #            with the change to the .proto
 #   export   writes the tree's commits to upstream/patches/ (SERIES=upstream hack/update-patches.sh)
+#   series   make upstream-series: renders, in every commit of _output/tree/upstream, the files
+#            that are this repository's own sources (upstream/generated.txt, hack/tools/upstreamgen),
+#            then exports; run it after changing one of those sources
 #   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
 #            generated code byte for byte; the series applies; its generated code is what the
-#            generators make of its sources; its error_type is declared as the fork's
-#            (hack/tools/wirecheck); go vet and go test of every package it changes; then, unless
+#            generators make of its sources; its files that are this repository's sources are
+#            exactly their rendering (hack/tools/upstreamgen -check); its error_type is declared
+#            as the fork's (hack/tools/wirecheck); go vet and go test of every package it
+#            changes; then, unless
 #            --quick, go build ./cmd/kubelet and upstream's own verify scripts in
 #            UPSTREAM_VERIFY_SCRIPTS. make verify (and so make test) runs --quick: the rest costs
 #            minutes (485 s with the kubelet compiled from scratch, --quick 73 s), for checks that only change with upstream/patches/;
@@ -30,6 +35,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
 KUBELET_APIS=staging/src/k8s.io/kubelet/pkg/apis
 UPSTREAM_TOOLS="${OUTPUT_DIR}/tools/upstream"
+GENERATED_MANIFEST="${REPO_ROOT}/upstream/generated.txt"
 # Upstream's verify scripts that apply to what the series changes and run here (offline, without
 # hack/tools, which the module zip lacks); upstream/README.md lists the others and why not.
 UPSTREAM_VERIFY_SCRIPTS=(verify-gofmt.sh verify-featuregates.sh verify-test-featuregates.sh)
@@ -43,7 +49,7 @@ upstream_codegen() {
   local -a conversion_dirs=()
   work="${tree}.codegen.work"
   mkdir -p "${UPSTREAM_TOOLS}"
-  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck \
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck ./upstreamgen \
     google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
@@ -107,6 +113,10 @@ verify() {
   upstream_codegen "${tree}"
   require_clean "${tree}" "the series' generated code is not what its sources generate (above): run hack/upstream.sh codegen in the series' tree and commit"
   log "the series' generated code is current"
+  # One source: the series' copies of this repository's own sources are their rendering.
+  "${UPSTREAM_TOOLS}/upstreamgen" -check -manifest "${GENERATED_MANIFEST}" -repo "${REPO_ROOT}" -tree "${tree}" ||
+    die "the series is not what this repository's sources render (above): run make upstream-series (a missing file: see upstream/README.md)"
+  log "the series' $(grep -c '^file ' "${GENERATED_MANIFEST}") files from this repository's sources are their rendering (upstream/generated.txt)"
   # One wire format: the fork's error_type declaration (its drivers and kubelet) and the series'.
   wire=$("${UPSTREAM_TOOLS}/wirecheck" \
     "${REPO_ROOT}/api:draplugin/v1alpha/api.proto:dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type" \
@@ -118,7 +128,10 @@ verify() {
   mapfile -t packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
   [ "${#packages[@]}" -gt 0 ] || die "the series changes no Go package"
   log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
-  (cd "${tree}" && GOWORK="${work}" go vet "${packages[@]}" && GOWORK="${work}" go test -count=1 "${packages[@]}") ||
+  # -trimpath: compiled packages are keyed by their sources, not by the tree's place, so the
+  # dependencies compiled for upstream's unit tests in the fork's tree (hack/test-upstream.sh)
+  # serve here too.
+  (cd "${tree}" && GOWORK="${work}" go vet -trimpath "${packages[@]}" && GOWORK="${work}" go test -trimpath -count=1 "${packages[@]}") ||
     die "go vet or go test failed in the series' tree"
   if [ "${1:-}" = --quick ]; then
     log "the kubelet build and upstream's own verify scripts skipped (--quick; make verify-upstream runs them)"
@@ -134,8 +147,35 @@ verify() {
   log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s)"
 }
 
+# render_series TREE: renders this repository's sources into every commit of TREE that has them
+# (a file belongs to the commit that adds it), amending the commits whose rendering changed.
+render_series() {
+  local tree=$1 regenerate
+  require_clean "${tree}" "${tree#"${REPO_ROOT}/"} has uncommitted changes (above): commit them first"
+  printf -v regenerate '%q -existing -manifest %q -repo %q -tree . && git add -u && { git diff --cached --quiet || git commit -q --amend --no-edit; }' \
+    "${UPSTREAM_TOOLS}/upstreamgen" "${GENERATED_MANIFEST}" "${REPO_ROOT}"
+  if ! tree_git "${tree}" rebase -q --exec "${regenerate}" "${UPSTREAM_TAG}"; then
+    tree_git "${tree}" rebase --abort || true
+    die "rendering into the series' commits failed (above); the tree is back where it was"
+  fi
+}
+
+# series: make upstream-series: the series' tree with this repository's sources rendered into
+# it, exported.
+series() {
+  with_tree_lock ensure_pristine
+  with_tree_lock ensure_patched
+  mkdir -p "${UPSTREAM_TOOLS}"
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./upstreamgen)
+  with_tree_lock render_series "${PATCHED_TREE}"
+  "${UPSTREAM_TOOLS}/upstreamgen" -check -manifest "${GENERATED_MANIFEST}" -repo "${REPO_ROOT}" -tree "${PATCHED_TREE}" ||
+    die "a file of upstream/generated.txt is in no commit of the series (above): render it with upstreamgen (without -existing), commit it in the commit it belongs to, then run make upstream-series again"
+  "${REPO_ROOT}/hack/update-patches.sh"
+}
+
 case "${1:-}" in
   tree) with_tree_lock ensure_pristine && with_tree_lock ensure_patched ;;
+  series) series ;;
   codegen)
     [ -d "${PATCHED_TREE}/.git" ] || die "no tree at ${PATCHED_TREE#"${REPO_ROOT}/"}: run hack/upstream.sh tree first"
     upstream_codegen "${PATCHED_TREE}"
@@ -143,5 +183,5 @@ case "${1:-}" in
     ;;
   export) exec "${REPO_ROOT}/hack/update-patches.sh" ;;
   verify) verify "${2:-}" ;;
-  *) die "usage: hack/upstream.sh tree|codegen|export|verify [--quick]" ;;
+  *) die "usage: hack/upstream.sh tree|codegen|export|series|verify [--quick]" ;;
 esac

@@ -9,15 +9,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
-	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
-
-	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 )
-
-// PodFailedReason is the pod status Reason, the Event reason and the
-// condition reason of a pod failed by a permanent DRA driver failure.
-// kubectl get pod shows it as the pod's STATUS.
-const PodFailedReason = "DRAPermanentDriverFailure"
 
 // ClaimRef names a ResourceClaim that was sent to a driver.
 type ClaimRef struct {
@@ -36,8 +29,8 @@ const (
 	Prepared Outcome = iota
 	// FailedTransient: preparing failed and may succeed when retried.
 	FailedTransient
-	// FailedPermanent: the driver marked the failure permanent and no safety
-	// rule objected.
+	// FailedPermanent: the driver marked the failure permanent and the
+	// kubelet takes it as such.
 	FailedPermanent
 )
 
@@ -54,9 +47,7 @@ func (o Outcome) String() string {
 }
 
 // Reasons why a response that asked for a permanent failure, or may have
-// meant to, was not taken as one. They are the values of the reason label of
-// the downgrade metric, in snake_case like every reason label value of this
-// project (the driver library's included).
+// meant to, was not taken as one. They are label values, in snake_case.
 const (
 	// DowngradeFeatureDisabled: DRAHandlePermanentDriverFailures is off.
 	DowngradeFeatureDisabled = "feature_disabled"
@@ -68,37 +59,21 @@ const (
 	DowngradeEmptyError = "empty_error"
 	// DowngradeUnknownErrorType: error_type holds a value this kubelet does not know.
 	DowngradeUnknownErrorType = "unknown_error_type"
-	// DowngradeMalformedErrorType: error_type cannot be decoded or occurs twice.
-	DowngradeMalformedErrorType = "malformed_error_type"
-	// DowngradePodStarted: the runtime knows a sandbox or containers of the
-	// pod, or its status shows a started container (see DowngradeIfStarted).
-	// The value predates sandboxes counting; it stays for dashboards.
-	DowngradePodStarted = "pod_started_containers"
-	// DowngradePreparedBefore: the pod's claims were all prepared for it
-	// before (see PrepareFailures.Err), so it may have had a sandbox that
-	// the runtime has forgotten since (a reboot, crictl rmp).
-	DowngradePreparedBefore = "pod_prepared_before"
-	// DowngradePolicyIgnore: the node's driver failure policy says Ignore
-	// for the driver (see DriverFailurePolicy).
-	DowngradePolicyIgnore = "policy_ignore"
 )
 
 // ClaimResult is the classified result of one claim.
 type ClaimResult struct {
 	Claim  ClaimRef
 	Driver string
-	// Outcome of the claim.
+	// What the driver's answer means for the claim.
 	Outcome Outcome
 	// Message is the driver's error text as received (FailedTransient,
 	// FailedPermanent) or, when the driver gave none, a description of what
 	// went wrong. Empty for Prepared.
 	Message string
-	// Downgraded is set to one of the Downgrade* reasons when the driver's
+	// Downgraded is set to one of the reasons above when the driver's
 	// response could have been a permanent failure but is not taken as one.
 	Downgraded string
-	// Budget is set when the claim is FailedPermanent because the node's
-	// retry budget for the driver ran out: what was spent, and the budget.
-	Budget string
 }
 
 // DriverResult is the classified NodePrepareResources call of one driver.
@@ -116,14 +91,13 @@ func (r DriverResult) Failed() bool {
 	return r.Err != nil || slices.ContainsFunc(r.Claims, func(c ClaimResult) bool { return c.Outcome != Prepared })
 }
 
-// Classify sorts one driver's NodePrepareResources response into per-claim
-// outcomes. A claim is FailedPermanent only when the feature gate is on
-// (gateEnabled: DRAHandlePermanentDriverFailures), the
-// call succeeded, every result belongs to a claim that was sent, and the
-// claim's result has a non-empty error with error_type exactly Permanent.
-// Everything else that is not a success is FailedTransient, as in a stock
-// kubelet.
-func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareResourcesResponse, callErr error, gateEnabled bool) DriverResult {
+// Classify sorts one driver's NodePrepareResources response into
+// per-claim outcomes. A claim is FailedPermanent only when the feature gate
+// DRAHandlePermanentDriverFailures is on (gateEnabled), the call succeeded,
+// every result belongs to a claim that was sent, and the claim's result has
+// a non-empty error with error_type exactly Permanent. Everything else that
+// is not a success is FailedTransient, retried as without this feature.
+func Classify(driver string, sent []*drapb.Claim, resp *drapb.NodePrepareResourcesResponse, callErr error, gateEnabled bool) DriverResult {
 	result := DriverResult{Driver: driver, Claims: make([]ClaimResult, 0, len(sent))}
 	for _, claim := range sent {
 		result.Claims = append(result.Claims, ClaimResult{
@@ -142,7 +116,7 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 
 	var unknown []string
 	for uid := range resp.GetClaims() {
-		if !slices.ContainsFunc(sent, func(c *drapbv1.Claim) bool { return c.GetUid() == uid }) {
+		if !slices.ContainsFunc(sent, func(c *drapb.Claim) bool { return c.GetUid() == uid }) {
 			unknown = append(unknown, uid)
 		}
 	}
@@ -156,7 +130,7 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 			len(unknown), noun, Sanitize(unknown[0], MaxNameLen))
 		downgraded := ""
 		for _, claimResp := range resp.GetClaims() {
-			if v1alpha.GetErrorType(claimResp) == v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+			if permanent, _ := permanentMark(claimResp); permanent {
 				downgraded = DowngradeUnknownClaim
 			}
 		}
@@ -172,10 +146,10 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 			claim.Message = "NodePrepareResources returned no result for the claim"
 			continue
 		}
-		errorType, decodeErr := v1alpha.DecodeErrorType(claimResp)
+		permanent, notPermanent := permanentMark(claimResp)
 		if claimResp.GetError() == "" {
 			claim.Outcome = Prepared
-			if errorType == v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+			if permanent {
 				claim.Downgraded = DowngradeEmptyError
 			}
 			continue
@@ -183,11 +157,9 @@ func Classify(driver string, sent []*drapbv1.Claim, resp *drapbv1.NodePrepareRes
 		claim.Outcome = FailedTransient
 		claim.Message = claimResp.GetError()
 		switch {
-		case errors.Is(decodeErr, v1alpha.ErrUnknownValue):
-			claim.Downgraded = DowngradeUnknownErrorType
-		case decodeErr != nil:
-			claim.Downgraded = DowngradeMalformedErrorType
-		case errorType != v1alpha.NodePrepareResourceResponseErrorType_Permanent:
+		case notPermanent != "":
+			claim.Downgraded = notPermanent
+		case !permanent:
 		case !gateEnabled:
 			claim.Downgraded = DowngradeFeatureDisabled
 		default:

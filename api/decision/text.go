@@ -18,8 +18,7 @@ const MaxNameLen = 128
 // Sanitize makes untrusted text safe for pod status, events and logs: invalid
 // UTF-8 and non-printable characters (newlines, escape sequences, bidi
 // controls) become spaces, runs of spaces collapse, and the result is cut to
-// at most maxLen bytes on a rune boundary (v1alpha.Truncate, the one
-// truncation of the project), marked when cut.
+// at most maxLen bytes on a rune boundary by v1alpha.Truncate, marked when cut.
 func Sanitize(s string, maxLen int) string {
 	var b strings.Builder
 	space := false

@@ -5,10 +5,11 @@ package v1alpha
 
 import "unicode/utf8"
 
-// MaxErrorBytes is how many bytes of a claim's error text
-// (NodePrepareResourceResponse.error) a kubelet with KEP-5322 keeps for the
-// pod's status message, its events and its logs; it cuts the rest. A driver
-// that wants its words seen puts them first and fits them into this.
+// MaxErrorBytes is how many bytes of a driver's error text (a claim's
+// NodePrepareResourceResponse.error, or the error of a failed call) the
+// kubelet keeps for a pod's status message, its events and its logs; it cuts
+// the rest. A driver that wants its words seen puts them first and fits them
+// into this.
 const MaxErrorBytes = 256
 
 // TruncatedMark ends a text that Truncate cut.
@@ -17,7 +18,6 @@ const TruncatedMark = "..."
 // Truncate returns s cut to at most maxBytes bytes on a rune boundary, ending
 // with TruncatedMark when anything was cut. s is returned as it is when it
 // fits; when maxBytes leaves no room for the mark, a longer s becomes "".
-// It is the one truncation of the driver library and of the kubelet side.
 func Truncate(s string, maxBytes int) string {
 	if len(s) <= maxBytes {
 		return s

@@ -19,7 +19,7 @@ type PermanentError struct {
 	// status show it sanitized and bounded.
 	Message string
 	// Budget is set when the driver did not mark the error permanent but the
-	// node's retry budget for it ran out (ClaimResult.Budget).
+	// node's retry budget for it ran out (Manager.applyPolicy).
 	Budget string
 }
 

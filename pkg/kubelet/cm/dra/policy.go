@@ -233,8 +233,9 @@ const (
 
 // applyPolicy applies the driver's rule to its classified result, in place,
 // for pod: Ignore turns permanent claims transient; a retry budget counts
-// the attempt and, once used up, turns the transient claims permanent.
-func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverResult) {
+// the attempt and, once used up, turns the transient claims permanent and
+// returns what was spent, for the error's text ("" otherwise).
+func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverResult) (budgetSpent string) {
 	policy := m.policy.policy()
 	rule := policy.RuleFor(result.Driver)
 	key := budgetKey{pod: podUID, driver: result.Driver}
@@ -242,7 +243,7 @@ func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverR
 		if rule.RetryBudget != nil {
 			m.budgets.forget(key)
 		}
-		return
+		return ""
 	}
 	permanent, transient, ignored := false, false, 0
 	for i := range result.Claims {
@@ -272,7 +273,7 @@ func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverR
 	// a permanent claim fails the pod anyway.
 	if rule.RetryBudget == nil || result.Err != nil || permanent || !transient {
 		countIgnored()
-		return
+		return ""
 	}
 	count, now, counted := m.budgets.failed(key, m.clock())
 	elapsed := now.Sub(count.first)
@@ -282,7 +283,7 @@ func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverR
 			policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetRetry).Inc()
 		}
 		logger.V(4).Info("DRA driver failed; attempt checked against the node's retry budget", "driverName", result.Driver, "attempts", count.attempts, "counted", counted, "budget", rule.RetryBudget.String())
-		return
+		return ""
 	}
 	m.budgets.forget(key)
 	policyOutcomes.WithLabelValues(result.Driver, PolicyBudgetExhausted).Inc()
@@ -291,8 +292,9 @@ func (m *Manager) applyPolicy(logger klog.Logger, podUID string, result *DriverR
 		if claim := &result.Claims[i]; claim.Outcome == FailedTransient {
 			// An ignored Permanent answer counted like any other error; once
 			// the budget fails the claim it is no longer a downgrade.
-			claim.Outcome, claim.Budget, claim.Downgraded = FailedPermanent, spent, ""
+			claim.Outcome, claim.Downgraded = FailedPermanent, ""
 		}
 	}
 	logger.Info("DRA driver kept failing: the node's retry budget ran out, failing the pod's claims permanently", "driverName", result.Driver, "budget", spent)
+	return spent
 }

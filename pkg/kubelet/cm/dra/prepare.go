@@ -32,6 +32,9 @@ type PrepareFailures struct {
 	pod     *v1.Pod
 	claims  map[types.UID]*resourceapi.ResourceClaim
 	results []DriverResult
+	// budgets[i] is the retry budget that results[i]'s driver spent when
+	// its claims failed permanently because the budget ran out, else "".
+	budgets []string
 }
 
 // Record classifies one driver's NodePrepareResources call (see Classify) and
@@ -43,7 +46,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	}
 	result := decision.Classify(driver, sent, resp, callErr, Enabled())
 	logger := klog.FromContext(ctx)
-	f.manager.applyPolicy(logger, string(f.pod.UID), &result)
+	budget := f.manager.applyPolicy(logger, string(f.pod.UID), &result)
 	for _, claim := range result.Claims {
 		if claim.Downgraded == "" {
 			continue
@@ -59,6 +62,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 		return false
 	}
 	f.results = append(f.results, result)
+	f.budgets = append(f.budgets, budget)
 	return true
 }
 
@@ -77,7 +81,7 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 	}
 	var permanent []*PermanentError
 	var transient []error
-	for _, result := range f.results {
+	for i, result := range f.results {
 		if result.Err != nil {
 			transient = append(transient, fmt.Errorf("driver %s: %w", result.Driver, result.Err))
 			continue
@@ -90,7 +94,7 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 					Driver:  result.Driver,
 					Devices: f.devices(claim.Claim.UID, result.Driver),
 					Message: claim.Message,
-					Budget:  claim.Budget,
+					Budget:  f.budgets[i],
 				})
 			case FailedTransient:
 				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",

@@ -1,0 +1,43 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package decision
+
+import (
+	"errors"
+
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
+)
+
+// What only the fork has. classify.go and text.go are also files of the
+// upstream-shaped series (upstream/generated.txt); this file is not: there
+// error_type is a field of the v1 message (its permanentMark reads
+// GetErrorType), here it is read from the message's unknown fields, and the
+// node's driver failure policy and the record of prepared pods are the
+// fork's own.
+const (
+	// DowngradeMalformedErrorType: error_type cannot be decoded or occurs twice.
+	DowngradeMalformedErrorType = "malformed_error_type"
+	// DowngradePreparedBefore: the pod's claims were all prepared for it
+	// before, so it may have had a sandbox that the runtime has forgotten
+	// since (a reboot, crictl rmp).
+	DowngradePreparedBefore = "pod_prepared_before"
+	// DowngradePolicyIgnore: the node's driver failure policy says Ignore
+	// for the driver (see DriverFailurePolicy).
+	DowngradePolicyIgnore = "policy_ignore"
+)
+
+// permanentMark reads a claim result's error_type: whether it says
+// Permanent, and when it cannot be trusted, the Downgrade* reason why.
+func permanentMark(resp *drapbv1.NodePrepareResourceResponse) (permanent bool, notPermanent string) {
+	errorType, err := v1alpha.DecodeErrorType(resp)
+	switch {
+	case errors.Is(err, v1alpha.ErrUnknownValue):
+		return false, DowngradeUnknownErrorType
+	case err != nil:
+		return false, DowngradeMalformedErrorType
+	}
+	return errorType == v1alpha.NodePrepareResourceResponseErrorType_Permanent, ""
+}
