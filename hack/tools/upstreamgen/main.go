@@ -213,7 +213,9 @@ func apply(src []byte, edits []edit) ([]byte, error) {
 // clause, imports and identifiers rewritten, gofmt'ed.
 func generate(name string, src []byte, pkg string, m *manifest, boilerplate []byte, fields map[string]bool) ([]byte, error) {
 	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+	// With object resolution: an identifier declared in this file has an
+	// Obj, a use of a name declared elsewhere in the package has none.
+	file, err := parser.ParseFile(fset, name, src, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +338,11 @@ func generate(name string, src []byte, pkg string, m *manifest, boilerplate []by
 		if !ok || id == file.Name || notRenamed[id] {
 			return true
 		}
-		if newNames[id.Name] && captured == nil {
-			captured = fmt.Errorf("%s:%d: %s is a name of the source already; a rename to it would be captured", name, fset.Position(id.Pos()).Line, id.Name)
+		// A use of a new name declared elsewhere is meant: the target
+		// package declares it (a rename's result). One declared here would
+		// capture the renamed uses.
+		if newNames[id.Name] && id.Obj != nil && captured == nil {
+			captured = fmt.Errorf("%s:%d: %s is declared here; a rename to it would be captured", name, fset.Position(id.Pos()).Line, id.Name)
 		}
 		if newName, ok := m.renames[id.Name]; ok {
 			edits = append(edits, edit{offset(id.Pos()), offset(id.End()), newName})

@@ -9,6 +9,19 @@ import (
 	"strings"
 )
 
+const (
+	// maxErrorLen bounds the text of the errors below: the kubelet logs
+	// them and puts them into Events after a prefix of its own ("Failed to
+	// prepare dynamic resources: prepare dynamic resources: ").
+	maxErrorLen = 900
+	// maxDevicesNamed is how many devices of a claim a text names; the rest
+	// are counted.
+	maxDevicesNamed = 3
+	// maxDeviceNameLen bounds one "pool/device" (a pool name alone may have
+	// 253 bytes).
+	maxDeviceNameLen = 96
+)
+
 // PermanentError is one claim that one driver failed to prepare permanently.
 type PermanentError struct {
 	Claim  ClaimRef
@@ -18,9 +31,6 @@ type PermanentError struct {
 	// Message is the driver's error text as received. Error() and the pod
 	// status show it sanitized and bounded.
 	Message string
-	// Budget is set when the driver did not mark the error permanent but the
-	// node's retry budget for it ran out (Manager.applyPolicy).
-	Budget string
 }
 
 func (e *PermanentError) Error() string {
@@ -30,14 +40,10 @@ func (e *PermanentError) Error() string {
 // head names the claim and its driver: the part of a claim's text that is
 // never cut. withUID adds the claim's UID.
 func (e *PermanentError) head(withUID bool) string {
-	verb := "failed permanently"
-	if e.Budget != "" {
-		verb = "kept failing, retry budget exhausted (" + e.Budget + ")"
-	}
 	if withUID {
-		return fmt.Sprintf("ResourceClaim %s (UID %s): driver %s %s", e.Claim, sanitize(string(e.Claim.UID), maxNameLen), sanitize(e.Driver, maxNameLen), verb)
+		return fmt.Sprintf("ResourceClaim %s (UID %s): driver %s failed permanently", e.Claim, sanitize(string(e.Claim.UID), maxNameLen), sanitize(e.Driver, maxNameLen))
 	}
-	return fmt.Sprintf("ResourceClaim %s: driver %s %s", e.Claim, sanitize(e.Driver, maxNameLen), verb)
+	return fmt.Sprintf("ResourceClaim %s: driver %s failed permanently", e.Claim, sanitize(e.Driver, maxNameLen))
 }
 
 // detail is the driver's words, then the devices: when a text must be cut,
@@ -105,23 +111,16 @@ func IsPermanent(err error) bool {
 }
 
 // DowngradedError is a permanent failure that the kubelet does not act on
-// because the pod may have run: the runtime knows a sandbox or containers of
-// it, its status shows a started container (DowngradeIfStarted), or its
-// claims were all prepared for it before (PrepareFailures.Err). It is
-// transient: IsPermanent is false, the pod is retried. Its text says why,
-// and never "will not retry".
+// because the pod may have run. It is transient: IsPermanent is false, the
+// pod is retried. Its text says why, and never "will not retry".
 type DowngradedError struct {
 	permanent *PermanentPodError
-	// reason is DowngradePodStarted or DowngradePreparedBefore.
-	reason string
+	// why the pod may have run, in words.
+	why string
 }
 
 func (e *DowngradedError) Error() string {
-	why := "the pod had a sandbox or started containers"
-	if e.reason == DowngradePreparedBefore {
-		why = "the pod's claims were prepared for it before, so it may have had a sandbox"
-	}
-	prefix := "permanent DRA failure, but " + why + ": not failing the pod, will retry: "
+	prefix := "permanent DRA failure, but " + e.why + ": not failing the pod, will retry: "
 	return prefix + renderClaims(e.permanent.Permanent, maxErrorLen-len(prefix))
 }
 
@@ -208,6 +207,20 @@ func fairShares(texts []string, room int) []int {
 	}
 	return shares
 }
+
+// transientErrors joins errors on one line, bounded: the text goes into an
+// Event and the log.
+type transientErrors []error
+
+func (e transientErrors) Error() string {
+	parts := make([]string, 0, len(e))
+	for _, err := range e {
+		parts = append(parts, err.Error())
+	}
+	return truncate(strings.Join(parts, "; "), maxErrorLen)
+}
+
+func (e transientErrors) Unwrap() []error { return e }
 
 func plural(n int, one, many string) string {
 	if n == 1 {

@@ -49,6 +49,10 @@ func PodRejection(ctx context.Context, err error) (reason, message string, rejec
 // status manager has it until UpdatePodStatus removes it.
 const rejectedPrefix = "Pod was rejected: "
 
+// maxPodMessageLen bounds the whole pod status message, including
+// rejectedPrefix (events are limited to 1024 bytes too).
+const maxPodMessageLen = 1024
+
 // podMessage names every permanent failure; with rejectedPrefix it fits in
 // maxPodMessageLen bytes.
 func (e *PermanentPodError) podMessage() string {
@@ -74,13 +78,13 @@ func DowngradeIfStarted(pod *v1.Pod, runtimeKnowsPod bool, err error) error {
 		return err
 	}
 	countDowngrades(permanent, DowngradePodStarted)
-	return &DowngradedError{permanent: permanent, reason: DowngradePodStarted}
+	return &DowngradedError{permanent: permanent, why: "the pod had a sandbox or started containers"}
 }
 
 // downgrade is DowngradeIfStarted's counterpart in the DRA manager, logged
 // at the default verbosity once per pod (a pod is retried at every resync).
-func (m *Manager) downgrade(logger klog.Logger, pod *v1.Pod, permanent *PermanentPodError, reason string) error {
-	downgraded := &DowngradedError{permanent: permanent, reason: reason}
+func (m *Manager) downgrade(logger klog.Logger, pod *v1.Pod, permanent *PermanentPodError, reason, why string) error {
+	downgraded := &DowngradedError{permanent: permanent, why: why}
 	if !m.logged.firstTime(string(pod.UID) + "/" + reason) {
 		logger = logger.V(4)
 	}

@@ -153,10 +153,10 @@ func TestRetryBudgetAttempts(t *testing.T) {
 		t.Fatalf("third failed attempt: %v, want permanent", err)
 	}
 	var claim *PermanentError
-	if !errors.As(err, &claim) || claim.Budget == "" {
+	if !errors.As(err, &claim) || !strings.HasPrefix(claim.Message, "retry budget exhausted (") {
 		t.Fatalf("errors.As(*PermanentError) = %+v", claim)
 	}
-	want := "driver d.example.com kept failing, retry budget exhausted (3 failed attempts in 20s, budget 3 attempts): device busy"
+	want := "driver d.example.com failed permanently: retry budget exhausted (3 failed attempts in 20s, budget 3 attempts): device busy"
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}

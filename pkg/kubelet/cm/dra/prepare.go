@@ -89,12 +89,17 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 		for _, claim := range result.Claims {
 			switch claim.Outcome {
 			case FailedPermanent:
+				message := claim.Message
+				if budget := f.budgets[i]; budget != "" {
+					// The driver did not mark it permanent: the node's retry
+					// budget for the driver ran out.
+					message = "retry budget exhausted (" + budget + "): " + message
+				}
 				permanent = append(permanent, &PermanentError{
 					Claim:   claim.Claim,
 					Driver:  result.Driver,
 					Devices: f.devices(claim.Claim.UID, result.Driver),
-					Message: claim.Message,
-					Budget:  f.budgets[i],
+					Message: message,
 				})
 			case FailedTransient:
 				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",
@@ -112,7 +117,8 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 	}
 	err := &PermanentPodError{Permanent: permanent, Transient: transient}
 	if f.manager.prepared.has(f.pod.UID) {
-		return f.manager.downgrade(klog.FromContext(ctx), f.pod, err, DowngradePreparedBefore)
+		return f.manager.downgrade(klog.FromContext(ctx), f.pod, err, DowngradePreparedBefore,
+			"the pod's claims were prepared for it before, so it may have had a sandbox")
 	}
 	return err
 }
@@ -121,20 +127,6 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 func podHasClaims(pod *v1.Pod) bool {
 	return len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil
 }
-
-// transientErrors joins errors on one line, bounded: the text goes into an
-// Event and the log.
-type transientErrors []error
-
-func (e transientErrors) Error() string {
-	parts := make([]string, 0, len(e))
-	for _, err := range e {
-		parts = append(parts, err.Error())
-	}
-	return truncate(strings.Join(parts, "; "), maxErrorLen)
-}
-
-func (e transientErrors) Unwrap() []error { return e }
 
 // devices lists the devices that driver allocated to the claim, as "pool/device".
 func (f *PrepareFailures) devices(uid types.UID, driver string) []string {
