@@ -6,7 +6,7 @@
 # BENCH_MODE: full (default, about an hour) or smoke (a few minutes) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind \
-	verify-patches verify-upstream upstream-series verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
+	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -84,6 +84,11 @@ test-upstream:
 # Upstream's DRA node e2e suite against stock, fork gate off, fork gate on (about an hour).
 test-upstream-e2e:
 	hack/test-upstream-e2e.sh
+
+# The stages make test leaves out for its time budget: upstream's DRA node e2e specs that prepare
+# and unprepare claims (fork, gate on, this host) and the benchmark's smoke run (about 18 min).
+test-extra:
+	hack/test.sh upstream-e2e bench
 
 update-patches:
 	hack/update-patches.sh
