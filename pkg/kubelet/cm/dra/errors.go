@@ -6,7 +6,11 @@ package dra
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -206,6 +210,63 @@ func fairShares(texts []string, room int) []int {
 		left = still
 	}
 	return shares
+}
+
+// prepareFailure is the error of one attempt to prepare a pod's claims from
+// the classified answers of its drivers: a *PermanentPodError when any claim
+// failed permanently, naming every such claim with the devices its driver
+// was allocated (claims holds the pod's ResourceClaims by UID), else one
+// error naming every transient failure; nil when nothing failed.
+func prepareFailure(results []DriverResult, claims map[types.UID]*resourceapi.ResourceClaim) error {
+	var permanent []*PermanentError
+	var transient []error
+	for _, result := range results {
+		if result.Err != nil {
+			transient = append(transient, fmt.Errorf("driver %s: %w", result.Driver, result.Err))
+			continue
+		}
+		for _, claim := range result.Claims {
+			switch claim.Outcome {
+			case FailedPermanent:
+				permanent = append(permanent, &PermanentError{
+					Claim:   claim.Claim,
+					Driver:  result.Driver,
+					Devices: allocatedDevices(claims[claim.Claim.UID], result.Driver),
+					Message: claim.Message,
+				})
+			case FailedTransient:
+				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",
+					claim.Claim, result.Driver, sanitize(claim.Message, maxDriverMessageLen)))
+			}
+		}
+	}
+	// Drivers are called in map order: sort so that the text is stable.
+	slices.SortFunc(permanent, func(a, b *PermanentError) int {
+		return strings.Compare(a.Claim.String()+"\x00"+a.Driver, b.Claim.String()+"\x00"+b.Driver)
+	})
+	slices.SortFunc(transient, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	switch {
+	case len(permanent) > 0:
+		return &PermanentPodError{Permanent: permanent, Transient: transient}
+	case len(transient) > 0:
+		return transientErrors(transient)
+	}
+	return nil
+}
+
+// allocatedDevices lists the devices allocated to claim from driver, as
+// "pool/device".
+func allocatedDevices(claim *resourceapi.ResourceClaim, driver string) []string {
+	if claim == nil || claim.Status.Allocation == nil {
+		return nil
+	}
+	var devices []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver == driver {
+			devices = append(devices, r.Pool+"/"+r.Device)
+		}
+	}
+	return devices
 }
 
 // transientErrors joins errors on one line, bounded: the text goes into an

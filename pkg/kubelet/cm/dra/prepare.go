@@ -5,9 +5,7 @@ package dra
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -32,9 +30,6 @@ type PrepareFailures struct {
 	pod     *v1.Pod
 	claims  map[types.UID]*resourceapi.ResourceClaim
 	results []DriverResult
-	// budgets[i] is the retry budget that results[i]'s driver spent when
-	// its claims failed permanently because the budget ran out, else "".
-	budgets []string
 }
 
 // Record classifies one driver's NodePrepareResources call (see Classify) and
@@ -46,7 +41,15 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 	}
 	result := decision.Classify(driver, sent, resp, callErr, Enabled())
 	logger := klog.FromContext(ctx)
-	budget := f.manager.applyPolicy(logger, string(f.pod.UID), &result)
+	if budget := f.manager.applyPolicy(logger, string(f.pod.UID), &result); budget != "" {
+		// The driver did not mark these permanent: the node's retry budget
+		// for the driver ran out.
+		for i := range result.Claims {
+			if claim := &result.Claims[i]; claim.Outcome == FailedPermanent {
+				claim.Message = "retry budget exhausted (" + budget + "): " + claim.Message
+			}
+		}
+	}
 	for _, claim := range result.Claims {
 		if claim.Downgraded == "" {
 			continue
@@ -62,7 +65,6 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 		return false
 	}
 	f.results = append(f.results, result)
-	f.budgets = append(f.budgets, budget)
 	return true
 }
 
@@ -79,66 +81,19 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 		}
 		return nil
 	}
-	var permanent []*PermanentError
-	var transient []error
-	for i, result := range f.results {
-		if result.Err != nil {
-			transient = append(transient, fmt.Errorf("driver %s: %w", result.Driver, result.Err))
-			continue
-		}
-		for _, claim := range result.Claims {
-			switch claim.Outcome {
-			case FailedPermanent:
-				message := claim.Message
-				if budget := f.budgets[i]; budget != "" {
-					// The driver did not mark it permanent: the node's retry
-					// budget for the driver ran out.
-					message = "retry budget exhausted (" + budget + "): " + message
-				}
-				permanent = append(permanent, &PermanentError{
-					Claim:   claim.Claim,
-					Driver:  result.Driver,
-					Devices: f.devices(claim.Claim.UID, result.Driver),
-					Message: message,
-				})
-			case FailedTransient:
-				transient = append(transient, fmt.Errorf("NodePrepareResources failed for ResourceClaim %s (driver %s): %s",
-					claim.Claim, result.Driver, sanitize(claim.Message, maxDriverMessageLen)))
-			}
-		}
+	err := prepareFailure(f.results, f.claims)
+	var permanent *PermanentPodError
+	if !errors.As(err, &permanent) {
+		return err
 	}
-	// Drivers are called in map order: sort so that the text is stable.
-	slices.SortFunc(permanent, func(a, b *PermanentError) int {
-		return strings.Compare(a.Claim.String()+"\x00"+a.Driver, b.Claim.String()+"\x00"+b.Driver)
-	})
-	slices.SortFunc(transient, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	if len(permanent) == 0 {
-		return transientErrors(transient)
-	}
-	err := &PermanentPodError{Permanent: permanent, Transient: transient}
 	if f.manager.prepared.has(f.pod.UID) {
-		return f.manager.downgrade(klog.FromContext(ctx), f.pod, err, DowngradePreparedBefore,
+		return f.manager.downgrade(klog.FromContext(ctx), f.pod, permanent, DowngradePreparedBefore,
 			"the pod's claims were prepared for it before, so it may have had a sandbox")
 	}
-	return err
+	return permanent
 }
 
 // podHasClaims tells whether the DRA manager prepares claims for pod.
 func podHasClaims(pod *v1.Pod) bool {
 	return len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil
-}
-
-// devices lists the devices that driver allocated to the claim, as "pool/device".
-func (f *PrepareFailures) devices(uid types.UID, driver string) []string {
-	claim := f.claims[uid]
-	if claim == nil || claim.Status.Allocation == nil {
-		return nil
-	}
-	var devices []string
-	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver == driver {
-			devices = append(devices, r.Pool+"/"+r.Device)
-		}
-	}
-	return devices
 }
