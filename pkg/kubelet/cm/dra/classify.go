@@ -35,7 +35,6 @@ const (
 	DowngradeEmptyError         = decision.DowngradeEmptyError
 	DowngradeUnknownErrorType   = decision.DowngradeUnknownErrorType
 	DowngradeMalformedErrorType = decision.DowngradeMalformedErrorType
-	DowngradePodStarted         = decision.DowngradePodStarted
 	DowngradePreparedBefore     = decision.DowngradePreparedBefore
 	DowngradePolicyIgnore       = decision.DowngradePolicyIgnore
 

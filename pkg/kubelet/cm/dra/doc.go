@@ -12,7 +12,7 @@
 //   - PrepareFailures classifies each driver's NodePrepareResources response
 //     (Classify) and turns all failures of a pod into one error, a
 //     *PermanentPodError when any claim failed permanently;
-//   - DowngradeIfStarted and the record of prepared pods (preparedPods) keep
+//   - DowngradeIfMayHaveRun and the record of prepared pods (preparedPods) keep
 //     pods that may have run out of it;
 //   - PodRejection gives kubelet.SyncPod the Reason and Message to fail the
 //     pod with, and UpdatePodStatus the condition that Jobs can match.

@@ -24,6 +24,10 @@ const (
 	// maxDeviceNameLen bounds one "pool/device" (a pool name alone may have
 	// 253 bytes).
 	maxDeviceNameLen = 96
+	// maxPodMessageLen bounds PodMessage: the API limits an Event's message
+	// to 1024 bytes, and the kubelet may put a short prefix of its own
+	// before the text.
+	maxPodMessageLen = 1000
 )
 
 // PermanentError is one claim that one driver failed to prepare permanently.
@@ -88,6 +92,14 @@ func (e *PermanentPodError) Error() string {
 		}
 	}
 	return msg
+}
+
+// PodMessage is the pod status message and the Event message of a pod that
+// the kubelet fails for e: it names every permanently failing claim within
+// maxPodMessageLen bytes.
+func (e *PermanentPodError) PodMessage() string {
+	const prefix = "DRA driver failed permanently, will not retry: "
+	return prefix + renderClaims(e.Permanent, maxPodMessageLen-len(prefix))
 }
 
 const (

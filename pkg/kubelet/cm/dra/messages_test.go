@@ -41,6 +41,9 @@ func claimError(ns, name, driver, message string, devices []string) *PermanentEr
 // and name lengths (as long as the names alone fit: TestPodMessageBounded
 // covers more claims than that); the driver's words come before the
 // devices, and the devices are counted beyond a few.
+// maxEventMessageLen is the API's limit on an Event's message.
+const maxEventMessageLen = 1024
+
 func TestMessagesNameEveryClaim(t *testing.T) {
 	longWords := strings.Repeat("the partition layout is invalid; ", 20) // > maxDriverMessageLen
 	cases := map[string]struct {
@@ -83,7 +86,8 @@ func TestMessagesNameEveryClaim(t *testing.T) {
 				text  string
 				limit int
 			}{
-				"pod message":      {rejectedPrefix + e.podMessage(), maxPodMessageLen},
+				"pod message":      {e.PodMessage(), maxPodMessageLen},
+				"rejected message": {rejectedPrefix + e.PodMessage(), maxEventMessageLen},
 				"error":            {e.Error(), maxErrorLen},
 				"downgraded error": {(&DowngradedError{permanent: e}).Error(), maxErrorLen},
 			}

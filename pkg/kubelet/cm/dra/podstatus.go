@@ -42,46 +42,14 @@ func PodRejection(ctx context.Context, err error) (reason, message string, rejec
 	for _, p := range permanent.Permanent {
 		permanentFailures.WithLabelValues(p.Driver).Inc()
 	}
-	return PodFailedReason, permanent.podMessage(), true
+	return PodFailedReason, permanent.PodMessage(), true
 }
 
 // rejectedPrefix is what kubelet.rejectPod puts before the message; the
 // status manager has it until UpdatePodStatus removes it.
 const rejectedPrefix = "Pod was rejected: "
 
-// maxPodMessageLen bounds the whole pod status message, including
-// rejectedPrefix (events are limited to 1024 bytes too).
-const maxPodMessageLen = 1024
-
-// podMessage names every permanent failure; with rejectedPrefix it fits in
-// maxPodMessageLen bytes.
-func (e *PermanentPodError) podMessage() string {
-	const prefix = "DRA driver failed permanently, will not retry: "
-	return prefix + renderClaims(e.Permanent, maxPodMessageLen-len(rejectedPrefix)-len(prefix))
-}
-
-// DowngradeIfStarted keeps a pod that may have run alive. The manager does
-// not prepare again claims it has marked prepared; a driver is asked again
-// for a running pod's claims only after the kubelet restarted (or lost its
-// checkpoint), and a permanent answer then must not kill a workload that was
-// running. For such a pod a permanent err is returned as a *DowngradedError,
-// which is transient and says so; any other err is returned unchanged.
-// runtimeKnowsPod tells whether the container runtime knows a sandbox or
-// containers of the pod (any earlier sandbox counts: more conservative than
-// started containers); the pod's API status is checked too. A runtime that
-// forgot the pod is covered earlier, by the record of prepared pods
-// (PrepareFailures.Err). The downgrade is counted; the kubelet logs the
-// error and puts it into an Event at each attempt, as for any failed prepare.
-func DowngradeIfStarted(pod *v1.Pod, runtimeKnowsPod bool, err error) error {
-	var permanent *PermanentPodError
-	if !errors.As(err, &permanent) || !(runtimeKnowsPod || podStartedContainers(pod)) {
-		return err
-	}
-	countDowngrades(permanent, DowngradePodStarted)
-	return &DowngradedError{permanent: permanent, why: "the pod had a sandbox or started containers"}
-}
-
-// downgrade is DowngradeIfStarted's counterpart in the DRA manager, logged
+// downgrade is DowngradeIfMayHaveRun's counterpart in the DRA manager, logged
 // at the default verbosity once per pod (a pod is retried at every resync).
 func (m *Manager) downgrade(logger klog.Logger, pod *v1.Pod, permanent *PermanentPodError, reason, why string) error {
 	downgraded := &DowngradedError{permanent: permanent, why: why}
@@ -91,24 +59,6 @@ func (m *Manager) downgrade(logger klog.Logger, pod *v1.Pod, permanent *Permanen
 	logger.Info("Not failing pod for a permanent DRA driver failure; retrying", "pod", klog.KObj(pod), "reason", reason, "err", downgraded)
 	countDowngrades(permanent, reason)
 	return downgraded
-}
-
-func countDowngrades(permanent *PermanentPodError, reason string) {
-	for _, p := range permanent.Permanent {
-		permanentDowngrades.WithLabelValues(p.Driver, reason).Inc()
-	}
-}
-
-func podStartedContainers(pod *v1.Pod) bool {
-	for _, statuses := range [][]v1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
-		for _, status := range statuses {
-			if status.State.Running != nil || status.State.Terminated != nil ||
-				status.LastTerminationState.Terminated != nil || status.RestartCount > 0 || status.ContainerID != "" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // IsPodConditionType reports whether the kubelet owns the pod condition
@@ -139,7 +89,7 @@ func IsPodConditionType(conditionType v1.PodConditionType) bool {
 //
 // MergePodStatus takes both out again until the pod is terminal.
 func UpdatePodStatus(status, old *v1.PodStatus) {
-	if !Enabled() || old.Phase != v1.PodFailed || old.Reason != PodFailedReason || anyContainerStarted(status) {
+	if !Enabled() || old.Phase != v1.PodFailed || old.Reason != PodFailedReason || podMayHaveRun(status) {
 		return
 	}
 	status.Conditions = append(status.Conditions, *podCondition(old))
@@ -147,7 +97,7 @@ func UpdatePodStatus(status, old *v1.PodStatus) {
 	status.Reason, status.Message = old.Reason, podMessage(old)
 	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
 		for i := range statuses {
-			if c := &statuses[i]; neverStarted(c) {
+			if c := &statuses[i]; !containerMayHaveRun(c) {
 				c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: PodFailedReason, Message: neverStartedMessage}}
 			}
 		}
@@ -380,25 +330,4 @@ func podCondition(old *v1.PodStatus) *v1.PodCondition {
 // passed admission, a DRA driver failed it later.
 func podMessage(old *v1.PodStatus) string {
 	return strings.TrimPrefix(old.Message, rejectedPrefix)
-}
-
-// anyContainerStarted tells whether a container of status ran: a rejected
-// pod's never did.
-func anyContainerStarted(status *v1.PodStatus) bool {
-	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses, status.EphemeralContainerStatuses} {
-		for i := range statuses {
-			if !neverStarted(&statuses[i]) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func neverStarted(c *v1.ContainerStatus) bool {
-	if c.ContainerID != "" || c.RestartCount > 0 || c.State.Running != nil || c.LastTerminationState.Terminated != nil {
-		return false
-	}
-	t := c.State.Terminated
-	return t == nil || (t.ContainerID == "" && t.StartedAt.IsZero())
 }

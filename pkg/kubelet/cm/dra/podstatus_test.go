@@ -81,7 +81,7 @@ func TestPodMessageBounded(t *testing.T) {
 			Message: strings.Repeat("\x1b[31mé\n", 100000), // megabytes of escapes
 		})
 	}
-	msg := e.podMessage()
+	msg := e.PodMessage()
 	if len(msg) > maxPodMessageLen {
 		t.Errorf("pod message is %d bytes, limit %d", len(msg), maxPodMessageLen)
 	}
@@ -140,7 +140,7 @@ func FuzzSanitize(f *testing.F) {
 	})
 }
 
-func TestDowngradeIfStarted(t *testing.T) {
+func TestDowngradeIfMayHaveRun(t *testing.T) {
 	permanentErr := fmt.Errorf("prepare dynamic resources: %w", permanentPodError("downgrade-driver"))
 	running := v1.ContainerStatus{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}
 	restarted := v1.ContainerStatus{RestartCount: 1}
@@ -165,7 +165,7 @@ func TestDowngradeIfStarted(t *testing.T) {
 			counter := permanentDowngrades.WithLabelValues("downgrade-driver", DowngradePodStarted)
 			before, _ := testutil.GetCounterMetricValue(counter)
 
-			got := DowngradeIfStarted(pod, tc.runtimeKnows, tc.err)
+			got := DowngradeIfMayHaveRun(pod, tc.runtimeKnows, tc.err)
 			if IsPermanent(got) != tc.wantPermanent {
 				t.Errorf("IsPermanent(result) = %v, want %v", IsPermanent(got), tc.wantPermanent)
 			}
@@ -191,7 +191,7 @@ func TestDowngradeIfStarted(t *testing.T) {
 			}
 			// Counted every time (the kubelet logs the error and makes an
 			// Event of it at each attempt).
-			DowngradeIfStarted(pod, tc.runtimeKnows, tc.err)
+			DowngradeIfMayHaveRun(pod, tc.runtimeKnows, tc.err)
 			if after, _ := testutil.GetCounterMetricValue(counter); after-before != 2 {
 				t.Errorf("downgrade counter grew by %v, want 2", after-before)
 			}

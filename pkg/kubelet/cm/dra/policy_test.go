@@ -294,7 +294,7 @@ func TestRetryBudgetExpiry(t *testing.T) {
 }
 
 // A pod that already ran containers is never failed by a budget: the
-// kubelet's DowngradeIfStarted sees an ordinary permanent error.
+// kubelet's DowngradeIfMayHaveRun sees an ordinary permanent error.
 func TestRetryBudgetNeverFailsStartedPod(t *testing.T) {
 	enableFeature(t, true)
 	m, _, _ := usePolicy(t, policyHeader+"default: {retryBudget: {attempts: 1}}\n")
@@ -303,7 +303,7 @@ func TestRetryBudgetNeverFailsStartedPod(t *testing.T) {
 		t.Fatalf("budget of 1: %v, want permanent", err)
 	}
 	started := &v1.Pod{Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}}
-	if err := DowngradeIfStarted(started, false, err); IsPermanent(err) {
+	if err := DowngradeIfMayHaveRun(started, false, err); IsPermanent(err) {
 		t.Errorf("a started pod's budget failure stays permanent: %v", err)
 	}
 }

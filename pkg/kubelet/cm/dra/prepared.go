@@ -36,7 +36,7 @@ const (
 // never failed for a permanent answer: it may have had a sandbox or run
 // containers that the container runtime has forgotten since (a runtime that
 // drops sandboxes at reboot, crictl rmp), and whose statuses never reached
-// the API. The runtime's view (DowngradeIfStarted) cannot tell.
+// the API. The runtime's view (DowngradeIfMayHaveRun) cannot tell.
 //
 // Why a file of our own: the DRA manager's checkpoint lists a pod on a claim
 // before the driver is called, and records devices per claim, not per pod: a
