@@ -44,7 +44,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mode := flag.String("mode", string(bench.Full), "full (about an hour) or smoke (a few minutes)")
+	mode := flag.String("mode", string(bench.Full), "full (about an hour), smoke (a few minutes) or latency (scenarios 4 and 3b only, four repetitions, about 25 minutes)")
 	dir := flag.String("out", "", "results directory (default <output>/bench/<UTC timestamp>)")
 	fork := flag.String("fork-kubelet", filepath.Join(out, "bin", "kubelet"), "the dra-failfast kubelet")
 	stock := flag.String("stock-kubelet", filepath.Join(out, "bin", "kubelet-stock"), "the stock kubelet")

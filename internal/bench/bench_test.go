@@ -521,3 +521,67 @@ func TestReadResultsChecksGoalsAgain(t *testing.T) {
 		t.Errorf("goals = %+v, want today's", got.Goals)
 	}
 }
+
+// Mode latency runs scenarios 4 and 3b only, 3b once per round: the goals,
+// the report and the files are of those alone, and 3b's goal is its median
+// run, a run whose pods did not all fail counting as the slowest.
+func TestLatencyMode(t *testing.T) {
+	r := sample()
+	r.Mode, r.Command = Latency, "make bench BENCH_MODE=latency"
+	r.Sizes, _ = SizesFor(Latency)
+	r.TimeToFailed, r.DriverCalls, r.Transient, r.Churn = TimeToFailed{}, DriverCalls{}, Transient{}, Churn{}
+	r.Storm.Fork, r.Storm.Stock = StormRun{}, StormRun{}
+	for _, seconds := range []Number{12, 7, NaN, 9} {
+		r.Storm.RaisedQPSRuns = append(r.Storm.RaisedQPSRuns, StormRun{Pods: 200, WindowSeconds: 60, Failed: 200, AllFailedSeconds: seconds, AllBoundSeconds: 3, PrepareCalls: 200, UnprepareCalls: 200})
+	}
+	r.summarize()
+	if got := r.Storm.RaisedQPSFork.AllFailedSeconds; got != 12 {
+		t.Errorf("3b median run: all Failed after %v s, want 12 (of 7, 9, 12 and one not all Failed)", got)
+	}
+	var scenarios []string
+	for _, g := range r.Goals {
+		scenarios = append(scenarios, g.Scenario)
+	}
+	if want := []string{"3b storm", "4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
+		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
+	}
+	if r.Goals[0].Met || !strings.Contains(r.Goals[0].Measured, "12.0 s (all bound to the node after 3.0 s), median of 4 runs: 12.0, 7.0, -, 9.0 s") {
+		t.Errorf("3b goal: %+v", r.Goals[0])
+	}
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	if want := []string{ReportFile, ResultsFile}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v (no plot of a scenario not run)", files, want)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### 3b. Storm", "4 repetitions, one per round", "(all runs: 12.0, 7.0, -, 9.0 s)", "| fork | kubeAPIQPS 200 (3b) |\n", "| seconds until all Failed | 12.0 |", "## 4. Healthy path"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"## 1. ", "## 2. ", "## 3. ", "## 5. ", "## 6. ", "NaN"} {
+		if strings.Contains(string(md), unwanted) {
+			t.Errorf("report has %q", unwanted)
+		}
+	}
+	again, err := ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(again.Goals, r.Goals) {
+		t.Errorf("goals read again %v, want %v", again.Goals, r.Goals)
+	}
+}

@@ -63,58 +63,29 @@ func (r *Results) Markdown() string {
 		t.row(g.Scenario, g.Target, g.Measured, yesNo(g.Met))
 	}
 
-	ttf := r.TimeToFailed
-	fmt.Fprintf(&b, "\n## 1. Time to Failed\n\n%d permanently failing pods created one after another, %d repetition(s) on the fork. The stock kubelet never fails them: %d of %d pods Failed within %s (the pods of scenario 2).\n\n",
-		ttf.Pods, len(ttf.Runs), ttf.StockFailed, ttf.StockPods, time.Duration(ttf.StockWindowSeconds)*time.Second)
-	t = newTable(&b, "ms", "p50", "p95", "p99", "max", "stock")
-	notFailed := fmt.Sprintf("not Failed within %s", time.Duration(ttf.StockWindowSeconds)*time.Second)
-	for _, row := range []struct {
-		name string
-		q    Quantiles
-	}{{"driver answer -> API Failed (fork)", ttf.DriverToFailed}, {"create -> API Failed (fork)", ttf.ApplyToFailed}} {
-		t.row(row.name, formatNumber(row.q.P50, 0), formatNumber(row.q.P95, 0), formatNumber(row.q.P99, 0), formatNumber(row.q.Max, 0), notFailed)
+	if !r.Sizes.LatencyOnly {
+		r.writeFailingScenarios(&b)
 	}
-	fmt.Fprintf(&b, "\n![CDF of the time to Failed](%s)\n", TimeToFailedPlot)
-
-	fmt.Fprintf(&b, "\n## 2. Driver calls per permanently failing pod over %s\n\n%d pods created at once on each kubelet, kubelet syncFrequency %s. The stock kubelet retries a failed NodePrepareResources at the pod's next resync: syncFrequency plus up to 50%% jitter.\n\n",
-		time.Duration(r.DriverCalls.Fork.WindowSeconds)*time.Second, len(r.DriverCalls.Fork.Pods), r.Settings.SyncFrequency)
-	t = newTable(&b, "per pod (median)", "stock", "fork", "fork/stock")
-	t.compare("prepare calls", r.DriverCalls.Stock.PreparePerPod, r.DriverCalls.Fork.PreparePerPod, 1)
-	t.compare("unprepare calls", r.DriverCalls.Stock.UnpreparePerPod, r.DriverCalls.Fork.UnpreparePerPod, 1)
-	t.compare("seconds between prepare calls (median)", r.DriverCalls.Stock.RetryIntervalMedian, r.DriverCalls.Fork.RetryIntervalMedian, 1)
-	t.row("seconds between prepare calls (min-max)", spreadText(r.DriverCalls.Stock.RetryInterval, 1), spreadText(r.DriverCalls.Fork.RetryInterval, 1), "")
-	t.row("pods Failed", strconv.Itoa(r.DriverCalls.Stock.Failed), strconv.Itoa(r.DriverCalls.Fork.Failed), "")
-	fmt.Fprintf(&b, "\n![Cumulative driver calls for a failing pod](%s)\n", DriverCallsPlot)
-
 	s := r.Storm
-	fmt.Fprintf(&b, "\n## 3. Storm: %d permanently failing pods at once, %s window\n\n", s.Fork.Pods, time.Duration(s.Fork.WindowSeconds)*time.Second)
-	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
-	t.row("pods Failed", strconv.Itoa(s.Stock.Failed), strconv.Itoa(s.Fork.Failed), "")
-	t.row("seconds until all Failed", formatNumber(s.Stock.AllFailedSeconds, 1), formatNumber(s.Fork.AllFailedSeconds, 1), "")
-	t.row("seconds until all bound to the node (control plane)", formatNumber(s.Stock.AllBoundSeconds, 1), formatNumber(s.Fork.AllBoundSeconds, 1), "")
-	t.row("bound -> Failed per pod, p50 / p99 / max (ms, the kubelet's part)", "-",
-		formatNumber(s.Fork.BoundToFailed.P50, 0)+" / "+formatNumber(s.Fork.BoundToFailed.P99, 0)+" / "+formatNumber(s.Fork.BoundToFailed.Max, 0), "")
-	t.compare("kubelet CPU seconds", Number(s.Stock.KubeletCPUSeconds), Number(s.Fork.KubeletCPUSeconds), 2)
-	t.compare("kubelet API requests", Number(s.Stock.KubeletAPIRequests), Number(s.Fork.KubeletAPIRequests), 0)
-	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)
-	t.compare("driver unprepare calls", Number(s.Stock.UnprepareCalls), Number(s.Fork.UnprepareCalls), 0)
-	t.compare("kubelet Event writes", Number(s.Stock.KubeletEvents), Number(s.Fork.KubeletEvents), 0)
-	stockPerPod, stockEventsPerPod := s.Stock.requestsPerPod()
-	forkPerPod, forkEventsPerPod := s.Fork.requestsPerPod()
-	t.compare("node API requests per pod, Events apart (audit log)", stockPerPod, forkPerPod, 2)
-	t.compare("node Event writes per pod (audit log)", stockEventsPerPod, forkEventsPerPod, 2)
-	stockCPU, stockRequests := s.Stock.secondHalf()
-	forkCPU, forkRequests := s.Fork.secondHalf()
-	t.compare("kubelet CPU seconds, second half of the window", stockCPU, forkCPU, 2)
-	t.compare("kubelet API requests, second half of the window", stockRequests, forkRequests, 0)
-	fmt.Fprintf(&b, "\nThe second half of the window is the steady state: every pod has been admitted, the fork has failed its pods, and the stock kubelet keeps retrying.\n\n![Kubelet CPU over the storm window](%s)\n", StormCPUPlot)
-	writeRequestsPerPod(&b, s.Stock, s.Fork)
-
 	q := s.RaisedQPSFork
 	fmt.Fprintf(&b, "\n### 3b. Storm with the fork at kubeAPIQPS %d: %d pods, %s window\n\n", s.KubeletAPIQPS, q.Pods, time.Duration(q.WindowSeconds)*time.Second)
 	fmt.Fprintf(&b, "Scenario 3 again on the fork, restarted with kubeAPIQPS %d and kubeAPIBurst %d instead of the defaults 50 and 100: every request the kubelet makes for a pod waits for that limiter.\n\n", s.KubeletAPIQPS, 2*s.KubeletAPIQPS)
-	t = newTable(&b, "fork", "kubeAPIQPS 50 (3)", fmt.Sprintf("kubeAPIQPS %d (3b)", s.KubeletAPIQPS))
-	stormRow := func(metric string, value func(StormRun) string) { t.row(metric, value(s.Fork), value(q)) }
+	if len(s.RaisedQPSRuns) > 1 {
+		fmt.Fprintf(&b, "%d repetitions, one per round: the column is the median run by seconds until all Failed (all runs: %s s).\n\n",
+			len(s.RaisedQPSRuns), s.raisedQPSSeconds())
+	}
+	header, runs := []string{"fork", "kubeAPIQPS 50 (3)", fmt.Sprintf("kubeAPIQPS %d (3b)", s.KubeletAPIQPS)}, []StormRun{s.Fork, q}
+	if r.Sizes.LatencyOnly { // scenario 3 was not run
+		header, runs = []string{header[0], header[2]}, runs[1:]
+	}
+	t = newTable(&b, header...)
+	stormRow := func(metric string, value func(StormRun) string) {
+		cells := []string{metric}
+		for _, run := range runs {
+			cells = append(cells, value(run))
+		}
+		t.row(cells...)
+	}
 	stormRow("pods Failed", func(r StormRun) string { return fmt.Sprintf("%d of %d", r.Failed, r.Pods) })
 	stormRow("seconds until all Failed", func(r StormRun) string { return formatNumber(r.AllFailedSeconds, 1) })
 	stormRow("seconds until all bound to the node (control plane)", func(r StormRun) string { return formatNumber(r.AllBoundSeconds, 1) })
@@ -138,23 +109,81 @@ func (r *Results) Markdown() string {
 		t.row(row.name+" p99", formatNumber(row.stock.P99, 0), formatNumber(row.fork.P99, 0), formatNumber(ratio(row.fork.P99, row.stock.P99), 3), "", "")
 	}
 
+	if !r.Sizes.LatencyOnly {
+		r.writeRecoveryScenarios(&b)
+	}
+	return b.String()
+}
+
+// writeFailingScenarios writes the sections of scenarios 1 to 3.
+func (r *Results) writeFailingScenarios(b *strings.Builder) {
+	ttf := r.TimeToFailed
+	fmt.Fprintf(b, "\n## 1. Time to Failed\n\n%d permanently failing pods created one after another, %d repetition(s) on the fork. The stock kubelet never fails them: %d of %d pods Failed within %s (the pods of scenario 2).\n\n",
+		ttf.Pods, len(ttf.Runs), ttf.StockFailed, ttf.StockPods, time.Duration(ttf.StockWindowSeconds)*time.Second)
+	t := newTable(b, "ms", "p50", "p95", "p99", "max", "stock")
+	notFailed := fmt.Sprintf("not Failed within %s", time.Duration(ttf.StockWindowSeconds)*time.Second)
+	for _, row := range []struct {
+		name string
+		q    Quantiles
+	}{{"driver answer -> API Failed (fork)", ttf.DriverToFailed}, {"create -> API Failed (fork)", ttf.ApplyToFailed}} {
+		t.row(row.name, formatNumber(row.q.P50, 0), formatNumber(row.q.P95, 0), formatNumber(row.q.P99, 0), formatNumber(row.q.Max, 0), notFailed)
+	}
+	fmt.Fprintf(b, "\n![CDF of the time to Failed](%s)\n", TimeToFailedPlot)
+
+	fmt.Fprintf(b, "\n## 2. Driver calls per permanently failing pod over %s\n\n%d pods created at once on each kubelet, kubelet syncFrequency %s. The stock kubelet retries a failed NodePrepareResources at the pod's next resync: syncFrequency plus up to 50%% jitter.\n\n",
+		time.Duration(r.DriverCalls.Fork.WindowSeconds)*time.Second, len(r.DriverCalls.Fork.Pods), r.Settings.SyncFrequency)
+	t = newTable(b, "per pod (median)", "stock", "fork", "fork/stock")
+	t.compare("prepare calls", r.DriverCalls.Stock.PreparePerPod, r.DriverCalls.Fork.PreparePerPod, 1)
+	t.compare("unprepare calls", r.DriverCalls.Stock.UnpreparePerPod, r.DriverCalls.Fork.UnpreparePerPod, 1)
+	t.compare("seconds between prepare calls (median)", r.DriverCalls.Stock.RetryIntervalMedian, r.DriverCalls.Fork.RetryIntervalMedian, 1)
+	t.row("seconds between prepare calls (min-max)", spreadText(r.DriverCalls.Stock.RetryInterval, 1), spreadText(r.DriverCalls.Fork.RetryInterval, 1), "")
+	t.row("pods Failed", strconv.Itoa(r.DriverCalls.Stock.Failed), strconv.Itoa(r.DriverCalls.Fork.Failed), "")
+	fmt.Fprintf(b, "\n![Cumulative driver calls for a failing pod](%s)\n", DriverCallsPlot)
+
+	s := r.Storm
+	fmt.Fprintf(b, "\n## 3. Storm: %d permanently failing pods at once, %s window\n\n", s.Fork.Pods, time.Duration(s.Fork.WindowSeconds)*time.Second)
+	t = newTable(b, "over the window", "stock", "fork", "fork/stock")
+	t.row("pods Failed", strconv.Itoa(s.Stock.Failed), strconv.Itoa(s.Fork.Failed), "")
+	t.row("seconds until all Failed", formatNumber(s.Stock.AllFailedSeconds, 1), formatNumber(s.Fork.AllFailedSeconds, 1), "")
+	t.row("seconds until all bound to the node (control plane)", formatNumber(s.Stock.AllBoundSeconds, 1), formatNumber(s.Fork.AllBoundSeconds, 1), "")
+	t.row("bound -> Failed per pod, p50 / p99 / max (ms, the kubelet's part)", "-",
+		formatNumber(s.Fork.BoundToFailed.P50, 0)+" / "+formatNumber(s.Fork.BoundToFailed.P99, 0)+" / "+formatNumber(s.Fork.BoundToFailed.Max, 0), "")
+	t.compare("kubelet CPU seconds", Number(s.Stock.KubeletCPUSeconds), Number(s.Fork.KubeletCPUSeconds), 2)
+	t.compare("kubelet API requests", Number(s.Stock.KubeletAPIRequests), Number(s.Fork.KubeletAPIRequests), 0)
+	t.compare("driver prepare calls", Number(s.Stock.PrepareCalls), Number(s.Fork.PrepareCalls), 0)
+	t.compare("driver unprepare calls", Number(s.Stock.UnprepareCalls), Number(s.Fork.UnprepareCalls), 0)
+	t.compare("kubelet Event writes", Number(s.Stock.KubeletEvents), Number(s.Fork.KubeletEvents), 0)
+	stockPerPod, stockEventsPerPod := s.Stock.requestsPerPod()
+	forkPerPod, forkEventsPerPod := s.Fork.requestsPerPod()
+	t.compare("node API requests per pod, Events apart (audit log)", stockPerPod, forkPerPod, 2)
+	t.compare("node Event writes per pod (audit log)", stockEventsPerPod, forkEventsPerPod, 2)
+	stockCPU, stockRequests := s.Stock.secondHalf()
+	forkCPU, forkRequests := s.Fork.secondHalf()
+	t.compare("kubelet CPU seconds, second half of the window", stockCPU, forkCPU, 2)
+	t.compare("kubelet API requests, second half of the window", stockRequests, forkRequests, 0)
+	fmt.Fprintf(b, "\nThe second half of the window is the steady state: every pod has been admitted, the fork has failed its pods, and the stock kubelet keeps retrying.\n\n![Kubelet CPU over the storm window](%s)\n", StormCPUPlot)
+	writeRequestsPerPod(b, s.Stock, s.Fork)
+
+}
+
+// writeRecoveryScenarios writes the sections of scenarios 5 and 6.
+func (r *Results) writeRecoveryScenarios(b *strings.Builder) {
 	tr := r.Transient
-	fmt.Fprintf(&b, "\n## 5. Transient then success: %d pods, driver fails %d time(s) then prepares\n\n", tr.Fork.Pods, tr.Fork.Failures)
-	t = newTable(&b, "", "stock", "fork", "fork/stock")
+	fmt.Fprintf(b, "\n## 5. Transient then success: %d pods, driver fails %d time(s) then prepares\n\n", tr.Fork.Pods, tr.Fork.Failures)
+	t := newTable(b, "", "stock", "fork", "fork/stock")
 	t.compare("create -> Running p50 (s)", tr.Stock.ToRunning.P50/1000, tr.Fork.ToRunning.P50/1000, 1)
 	t.compare("create -> Running max (s)", tr.Stock.ToRunning.Max/1000, tr.Fork.ToRunning.Max/1000, 1)
 	t.compare("seconds between prepare calls (median)", tr.Stock.RetryIntervalMedian, tr.Fork.RetryIntervalMedian, 1)
 
 	c := r.Churn
-	fmt.Fprintf(&b, "\n## 6. Controller churn: a %d-replica Deployment with invalid claim config, %s\n\nNo admission webhook: this is the churn that KEP-5322's reviewers worried about, unmitigated. 6a and 6b measure the two answers to it (see docs/operators.md): the driver's admission webhook, and device taints.\n\n", c.Fork.Replicas, time.Duration(c.Fork.WindowSeconds)*time.Second)
-	t = newTable(&b, "over the window", "stock", "fork", "fork/stock")
+	fmt.Fprintf(b, "\n## 6. Controller churn: a %d-replica Deployment with invalid claim config, %s\n\nNo admission webhook: this is the churn that KEP-5322's reviewers worried about, unmitigated. 6a and 6b measure the two answers to it (see docs/operators.md): the driver's admission webhook, and device taints.\n\n", c.Fork.Replicas, time.Duration(c.Fork.WindowSeconds)*time.Second)
+	t = newTable(b, "over the window", "stock", "fork", "fork/stock")
 	t.compare("pods created", Number(c.Stock.PodsCreated), Number(c.Fork.PodsCreated), 0)
 	t.compare("Failed pods left behind", Number(c.Stock.FailedLeft), Number(c.Fork.FailedLeft), 0)
 	t.compare("Pending pods at the end", Number(c.Stock.Pending), Number(c.Fork.Pending), 0)
 	t.compare("driver prepare calls", Number(c.Stock.PrepareCalls), Number(c.Fork.PrepareCalls), 0)
 	t.compare("driver unprepare calls", Number(c.Stock.UnprepareCalls), Number(c.Fork.UnprepareCalls), 0)
-	c.writeMitigations(&b)
-	return b.String()
+	c.writeMitigations(b)
 }
 
 // writeMitigations writes the sections of scenarios 6a and 6b: the churn

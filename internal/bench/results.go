@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"slices"
@@ -147,6 +148,24 @@ func medianQuantiles(runs []Quantiles) Quantiles {
 		P99: pick(func(q Quantiles) Number { return q.P99 }), Max: pick(func(q Quantiles) Number { return q.Max })}
 }
 
+// medianStormRun is the run whose AllFailedSeconds is the median of runs
+// (the upper median of an even count); a run whose pods did not all fail
+// counts as the slowest.
+func medianStormRun(runs []StormRun) StormRun {
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b StormRun) int {
+		return cmp.Compare(allFailedOrInf(a), allFailedOrInf(b))
+	})
+	return sorted[len(sorted)/2]
+}
+
+func allFailedOrInf(r StormRun) float64 {
+	if r.AllFailedSeconds.IsNaN() {
+		return math.Inf(1)
+	}
+	return float64(r.AllFailedSeconds)
+}
+
 // Spread is the range of one statistic over repetitions.
 type Spread struct {
 	Min Number `json:"min"`
@@ -226,10 +245,14 @@ type PodCalls struct {
 // Storm is scenario 3, and 3b: the storm on the fork with the kubelet's
 // client rate raised (KubeletAPIQPS, burst twice that).
 type Storm struct {
-	Fork          StormRun `json:"fork"`
-	Stock         StormRun `json:"stock"`
-	RaisedQPSFork StormRun `json:"raisedQPSFork"`
-	KubeletAPIQPS int      `json:"kubeletAPIQPS"`
+	Fork  StormRun `json:"fork"`
+	Stock StormRun `json:"stock"`
+	// RaisedQPSRuns are scenario 3b's repetitions (one per round, fork
+	// only); RaisedQPSFork is their median by AllFailedSeconds, the upper
+	// one of an even count (results before 2026-11-27 have only it).
+	RaisedQPSRuns []StormRun `json:"raisedQPSRuns,omitempty"`
+	RaisedQPSFork StormRun   `json:"raisedQPSFork"`
+	KubeletAPIQPS int        `json:"kubeletAPIQPS"`
 	// CPURatio and RequestsRatio are fork/stock.
 	CPURatio      Number `json:"cpuRatio"`
 	RequestsRatio Number `json:"requestsRatio"`
