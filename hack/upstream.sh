@@ -39,6 +39,10 @@ GENERATED_MANIFEST="${REPO_ROOT}/upstream/generated.txt"
 # Upstream's verify scripts that apply to what the series changes and run here (offline, without
 # hack/tools, which the module zip lacks); upstream/README.md lists the others and why not.
 UPSTREAM_VERIFY_SCRIPTS=(verify-gofmt.sh verify-featuregates.sh verify-test-featuregates.sh)
+# The series' integration tests, PACKAGE:TEST-REGEXP: run with etcd (hack/build-cluster-binaries.sh) on
+# PATH, as upstream's hack/make-rules/test-integration.sh runs them. Only the tests the series
+# extends: the whole package takes many minutes.
+UPSTREAM_INTEGRATION_TESTS=(./test/integration/job:'^TestJobPodFailurePolicy$')
 
 # upstream_codegen TREE: regenerates the kubelet's gRPC API bindings (every api.proto under
 # KUBELET_APIS) with hack/lib/protoc.sh's protoc flags, boilerplate and gofmt -s, and the
@@ -55,6 +59,7 @@ upstream_codegen() {
   (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
   (
     cd "${tree}" || exit 1
+    # shellcheck disable=SC2030 # meant for this subshell only
     export PATH="${UPSTREAM_TOOLS}:${PATH}"
     while IFS= read -r proto; do
       dir=$(dirname "${proto}")
@@ -91,7 +96,8 @@ require_clean() {
 
 verify() {
   local start tmp tree work generated script wire
-  local -a patches=() packages=()
+  local -a patches=() packages=() test_packages=()
+  local integration
   start=$(date +%s)
   with_tree_lock ensure_pristine
   # A fixed place, not mktemp: Go's build cache keys compiled packages by their directory, so a
@@ -125,7 +131,10 @@ verify() {
   log "error_type as the fork declares it (api/draplugin/v1alpha) and as the series does (dra/v1): ${wire}"
   work="${tmp}/tree.work"
   write_workspace "${tree}" "${work}" --upstream >/dev/null
-  mapfile -t packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  # Unit test packages; test/ holds the e2e suites (vetted below, run by make test-upstream-e2e)
+  # and the integration tests (UPSTREAM_INTEGRATION_TESTS).
+  mapfile -t packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' ':!test/' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+  mapfile -t test_packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- 'test/*.go' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
   [ "${#packages[@]}" -gt 0 ] || die "the series changes no Go package"
   log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
   # -trimpath: compiled packages are keyed by their sources, not by the tree's place, so the
@@ -133,10 +142,30 @@ verify() {
   # serve here too.
   (cd "${tree}" && GOWORK="${work}" go vet -trimpath "${packages[@]}" && GOWORK="${work}" go test -trimpath -count=1 "${packages[@]}") ||
     die "go vet or go test failed in the series' tree"
+  # The integration tests' API server finds its own sources through runtime.Caller, which
+  # -trimpath makes relative; upstream's testserver then builds the path from TEST_SRCDIR and
+  # TEST_WORKSPACE (its bazel support): point them at the tree.
+  mkdir -p "${tmp}/srcdir/tree/k8s.io"
+  ln -s "${tree}" "${tmp}/srcdir/tree/k8s.io/kubernetes"
+  for integration in "${UPSTREAM_INTEGRATION_TESTS[@]}"; do
+    "${REPO_ROOT}/hack/build-cluster-binaries.sh" --no-apt etcd
+    log "integration test ${integration#*:} of ${integration%%:*}"
+    # shellcheck disable=SC2031 # the PATH upstream_codegen's subshell changes is not this one
+    (cd "${tree}" && PATH="${OUTPUT_DIR}/bin:${PATH}" TEST_SRCDIR="${tmp}/srcdir" TEST_WORKSPACE=tree GOWORK="${work}" \
+      go test -trimpath -count=1 -run "${integration#*:}" "${integration%%:*}") ||
+      die "integration test ${integration#*:} of ${integration%%:*} failed in the series' tree"
+  done
   if [ "${1:-}" = --quick ]; then
     log "the kubelet build and upstream's own verify scripts skipped (--quick; make verify-upstream runs them)"
     log "OK: ${#patches[@]} upstream-shaped patch(es) verified, quick ($(($(date +%s) - start))s)"
     return 0
+  fi
+  if [ "${#test_packages[@]}" -gt 0 ]; then
+    # The e2e suites need a cluster or a node: compiled and vetted here, with the e2e_node
+    # suite's build tags, and run by make test-upstream-e2e.
+    log "go vet of the ${#test_packages[@]} changed test package(s): ${test_packages[*]}"
+    (cd "${tree}" && GOWORK="${work}" go vet -trimpath -tags selinux,notest,grpcnotrace "${test_packages[@]}") ||
+      die "go vet failed on the series' test packages"
   fi
   log "building ./cmd/kubelet in the series' tree"
   (cd "${tree}" && GOWORK="${work}" go build -o /dev/null ./cmd/kubelet) || die "./cmd/kubelet does not build with the series"
