@@ -21,7 +21,7 @@ var (
 	withUnknown = decisiontest.WithUnknown
 )
 
-func enableFeature(t *testing.T, enabled bool) {
+func enableFeature(t testing.TB, enabled bool) {
 	t.Helper()
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, DRAHandlePermanentDriverFailures, enabled)
 }

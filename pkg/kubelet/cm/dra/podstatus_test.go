@@ -201,7 +201,7 @@ func TestDowngradeIfMayHaveRun(t *testing.T) {
 
 // quietContext returns a context whose logger writes only verbosity 0 into
 // the returned buffer.
-func quietContext(t *testing.T) (context.Context, interface{ String() string }) {
+func quietContext(t testing.TB) (context.Context, interface{ String() string }) {
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
 	return klog.NewContext(t.Context(), logger), logger.GetSink().(ktesting.Underlier).GetBuffer()
 }

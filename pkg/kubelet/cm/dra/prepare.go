@@ -30,6 +30,9 @@ type PrepareFailures struct {
 	pod     *v1.Pod
 	claims  map[types.UID]*resourceapi.ResourceClaim
 	results []DriverResult
+	// devices counts, per claim and driver, the devices of each successful
+	// answer: what the DRA manager's checkpoint will hold for them.
+	devices map[types.UID]map[string]int
 }
 
 // Record classifies one driver's NodePrepareResources call (see Classify) and
@@ -62,6 +65,16 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 		claimLogger.Info("Warning: DRA driver response not taken as a permanent failure", "driverName", driver, "claim", claim.Claim, "reason", claim.Downgraded, "pod", klog.KObj(f.pod))
 	}
 	if !result.Failed() {
+		if f.devices == nil {
+			f.devices = map[types.UID]map[string]int{}
+		}
+		for _, claim := range sent {
+			uid := types.UID(claim.GetUid())
+			if f.devices[uid] == nil {
+				f.devices[uid] = map[string]int{}
+			}
+			f.devices[uid][driver] = len(resp.GetClaims()[claim.GetUid()].GetDevices())
+		}
 		return false
 	}
 	f.results = append(f.results, result)
@@ -77,7 +90,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 func (f *PrepareFailures) Err(ctx context.Context) error {
 	if len(f.results) == 0 {
 		if f.enabled && podHasClaims(f.pod) {
-			f.manager.prepared.add(klog.FromContext(ctx), f.pod.UID)
+			f.manager.prepared.add(klog.FromContext(ctx), f.pod.UID, f.devices)
 		}
 		return nil
 	}

@@ -49,6 +49,9 @@ const (
 //
 // An entry is added once per pod (the first successful prepare) and dropped
 // when the DRA checkpoint no longer lists the pod (its claims unprepared).
+// The file is written for it only when the DRA checkpoint cannot prove it:
+// a pod whose every driver returned devices for every claim is found there
+// after a restart (below), so a healthy pod costs the record no write.
 // Pods that a kubelet without the record prepared (the stock kubelet, an
 // earlier fork) are added when the kubelet starts, from the DRA checkpoint:
 // a pod listed on claims that all have devices for every driver that
@@ -109,10 +112,22 @@ func (p *preparedPods) load(logger klog.Logger, stateDir string) {
 	logger.V(2).Info("DRA: record of prepared pods loaded", "recorded", recorded, "pods", p.uids.Len())
 }
 
-// add records that pod uid's claims were prepared, in the file before it
-// returns. Only the first call for a pod writes; the write also drops the
+// maxUnwritten is how many pods the record may hold that its file does not:
+// pods the DRA checkpoint proves prepared (add), which load finds there.
+// Every maxUnwritten-th such pod writes the file all the same, which drops
+// from memory the pods the DRA checkpoint no longer lists.
+const maxUnwritten = 64
+
+// add records that pod uid's claims were prepared; devices are the devices
+// each driver returned for the claims prepared now, per claim and driver.
+// Only the first call for a pod writes the file, before it returns, and not
+// even that one when the DRA manager's checkpoint will prove the pod
+// prepared by itself (podsPrepared, what load reads after a restart): the
+// DRA manager writes it, with those devices, before the kubelet creates the
+// pod's sandbox. So a healthy pod costs the record no disk write (fsync)
+// unless a driver returned no device for a claim. The write also drops the
 // pods that the DRA checkpoint no longer lists.
-func (p *preparedPods) add(logger klog.Logger, uid types.UID) {
+func (p *preparedPods) add(logger klog.Logger, uid types.UID, devices map[types.UID]map[string]int) {
 	p.mu.Lock()
 	if p.uids.Has(uid) {
 		p.mu.Unlock()
@@ -125,8 +140,9 @@ func (p *preparedPods) add(logger klog.Logger, uid types.UID) {
 	p.fresh.Insert(uid)
 	p.changes++
 	memoryOnly := p.checkpoints == nil
+	unwritten := p.changes - p.written
 	p.mu.Unlock()
-	if memoryOnly {
+	if memoryOnly || unwritten < maxUnwritten && p.proven(uid, devices) {
 		return
 	}
 	if err := p.write(); err != nil {
@@ -160,6 +176,26 @@ func (p *preparedPods) write() error {
 	p.written = changes
 	p.mu.Unlock()
 	return nil
+}
+
+// proven tells whether the DRA checkpoint, once the DRA manager has added
+// devices (the claims prepared now), shows pod uid prepared.
+func (p *preparedPods) proven(uid types.UID, devices map[types.UID]map[string]int) bool {
+	claims, err := p.draClaims()
+	if err != nil {
+		return false
+	}
+	for i := range claims {
+		for driver, count := range devices[claims[i].ClaimUID] {
+			if claims[i].DriverState == nil {
+				claims[i].DriverState = map[string]state.DriverState{}
+			}
+			driverState := claims[i].DriverState[driver]
+			driverState.Devices = make([]state.Device, count)
+			claims[i].DriverState[driver] = driverState
+		}
+	}
+	return podsPrepared(claims).Has(uid)
 }
 
 // has tells whether pod uid's claims were prepared before.

@@ -33,7 +33,7 @@ import (
 // kubeletState is a kubelet's root directory in a test: the DRA manager's
 // checkpoint (written by the test, as the DRA manager would) and our record.
 type kubeletState struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
@@ -275,7 +275,7 @@ func TestPreparedPodsConcurrentAdds(t *testing.T) {
 	for i, pod := range pods {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 100 * time.Microsecond) // spread over several writes
-			m.prepared.add(klog.FromContext(ctx), types.UID(pod))
+			m.prepared.add(klog.FromContext(ctx), types.UID(pod), noDevice("b"))
 			if !slices.Contains(k.recorded(), pod) {
 				t.Errorf("add(%s) returned before the record held it", pod)
 			}
@@ -313,7 +313,7 @@ func TestPreparedPodAddedDuringAWrite(t *testing.T) {
 			claim{uid: "b", pods: []string{"x"}, devices: map[string][]string{"d.example.com": {"dev"}}})
 		go func() {
 			defer close(added)
-			m.prepared.add(logger, "x")
+			m.prepared.add(logger, "x", noDevice("b"))
 		}()
 		err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			m.prepared.mu.Lock()
@@ -325,10 +325,72 @@ func TestPreparedPodAddedDuringAWrite(t *testing.T) {
 		}
 	}
 	m.prepared.checkpoints = hooked
-	m.prepared.add(logger, "y")
+	m.prepared.add(logger, "y", noDevice("a"))
 	<-added
 	if !m.prepared.has("x") || !slices.Equal(k.recorded(), []string{"x", "y"}) {
 		t.Errorf("x recorded in memory: %v, on disk: %v; want both x and y", m.prepared.has("x"), k.recorded())
+	}
+}
+
+// noDevice is what add gets when the driver returned no device for claims:
+// the DRA checkpoint cannot prove the pod prepared, so add writes the record.
+func noDevice(claims ...string) map[types.UID]map[string]int {
+	devices := map[types.UID]map[string]int{}
+	for _, claim := range claims {
+		devices[types.UID(claim)] = map[string]int{"d.example.com": 0}
+	}
+	return devices
+}
+
+// A pod whose drivers returned devices for every claim is proven prepared by
+// the DRA manager's checkpoint, which that manager writes with the devices
+// before the kubelet creates the sandbox: the record is not written for it
+// (no disk write on the healthy path), and after a kubelet restart the pod
+// is in the record all the same. Every maxUnwritten-th such pod writes the
+// record, which drops from memory the pods the DRA checkpoint no longer
+// lists.
+func TestPreparedPodProvenByDRACheckpoint(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	// The DRA manager lists the pod on its claim before calling the driver.
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"ran", "gone"}, devices: map[string][]string{"d.example.com": nil}})
+	m, ctx, _ := k.kubelet()
+	logger := klog.FromContext(ctx)
+	if got := k.recorded(); len(got) != 0 {
+		t.Fatalf("record at start = %v, want empty", got)
+	}
+	m.prepared.add(logger, "ran", map[types.UID]map[string]int{"a": {"d.example.com": 1}})
+	if !m.prepared.has("ran") {
+		t.Error("pod proven by the DRA checkpoint: not in the record in memory")
+	}
+	if got := k.recorded(); len(got) != 0 {
+		t.Errorf("record on disk = %v, want empty: the DRA checkpoint proves the pod", got)
+	}
+
+	// The DRA manager then checkpoints the devices; the kubelet restarts.
+	k.writeDRACheckpoint(claim{uid: "a", pods: []string{"ran"}, devices: map[string][]string{"d.example.com": {"dev"}}})
+	m, ctx, _ = k.kubelet()
+	logger = klog.FromContext(ctx)
+	if !m.prepared.has("ran") {
+		t.Error("pod proven by the DRA checkpoint: not in the record after a restart")
+	}
+
+	// Many healthy pods: the record is written every maxUnwritten-th, and
+	// then drops what the DRA checkpoint no longer lists.
+	var claims []claim
+	for i := range maxUnwritten {
+		claims = append(claims, claim{uid: fmt.Sprintf("c-%02d", i), pods: []string{fmt.Sprintf("p-%02d", i)}, devices: map[string][]string{"d.example.com": nil}})
+	}
+	k.writeDRACheckpoint(claims...)
+	for i, c := range claims {
+		m.prepared.add(logger, types.UID(c.pods[0]), map[types.UID]map[string]int{types.UID(c.uid): {"d.example.com": 1}})
+		if written := len(k.recorded()); i < maxUnwritten-2 && written != 1 {
+			t.Fatalf("after %d healthy pods the record on disk holds %d pods, want 1 (ran, from the restart)", i+1, written)
+		}
+	}
+	got := k.recorded()
+	if len(got) != maxUnwritten || slices.Contains(got, "ran") || slices.Contains(got, "gone") {
+		t.Errorf("after %d healthy pods the record on disk = %v, want those pods alone", maxUnwritten, got)
 	}
 }
 
@@ -346,4 +408,52 @@ func (h *hookedCheckpoints) GetCheckpoint(key string, checkpoint checkpointmanag
 		hook()
 	}
 	return err
+}
+
+// BenchmarkPreparedPodsAdd measures what the record costs a pod's first
+// prepare with the DRA checkpoint of a node that runs 100 DRA pods: a
+// healthy pod ("record": a read of the DRA checkpoint, a write every
+// maxUnwritten pods), a pod whose driver returned no device ("record, no
+// device": a read and a write with fsync), and for comparison one write of
+// the DRA manager's own checkpoint ("DRA checkpoint"), which every kubelet
+// makes at least twice per prepare.
+func BenchmarkPreparedPodsAdd(b *testing.B) {
+	enableFeature(b, true)
+	k := &kubeletState{t: b, dir: b.TempDir()}
+	var pods []string
+	for i := range 100 {
+		pods = append(pods, fmt.Sprintf("pod-%03d", i))
+	}
+	var claims []claim
+	for i, pod := range pods {
+		claims = append(claims, claim{uid: fmt.Sprintf("claim-%03d", i), pods: []string{pod}, devices: map[string][]string{"d.example.com": {"dev"}}})
+	}
+	k.writeDRACheckpoint(claims...)
+	m, ctx, _ := k.kubelet()
+	logger := klog.FromContext(ctx)
+	// Each add is a new pod; the DRA checkpoint lists it, so the record
+	// keeps growing like a node's: take one of the 100 and drop it from
+	// memory first.
+	addEach := func(b *testing.B, devices func(claim string) map[types.UID]map[string]int) {
+		for i := 0; b.Loop(); i++ {
+			uid := types.UID(pods[i%len(pods)])
+			m.prepared.mu.Lock()
+			m.prepared.uids.Delete(uid)
+			m.prepared.mu.Unlock()
+			m.prepared.add(logger, uid, devices(claims[i%len(claims)].uid))
+		}
+	}
+	b.Run("record", func(b *testing.B) {
+		addEach(b, func(claim string) map[types.UID]map[string]int {
+			return map[types.UID]map[string]int{types.UID(claim): {"d.example.com": 1}}
+		})
+	})
+	b.Run("record, no device", func(b *testing.B) {
+		addEach(b, func(claim string) map[types.UID]map[string]int { return noDevice(claim) })
+	})
+	b.Run("DRA checkpoint", func(b *testing.B) {
+		for b.Loop() {
+			k.writeDRACheckpoint(claims...)
+		}
+	})
 }
