@@ -198,12 +198,12 @@ dra_operations_duration_seconds_bucket{is_error="false",operation_name="PrepareR
 dra_operations_duration_seconds_bucket{is_error="false",operation_name="PrepareResources",le="+Inf"} 2
 dra_operations_duration_seconds_sum{is_error="false",operation_name="PrepareResources"} 0.02
 dra_operations_duration_seconds_count{is_error="false",operation_name="PrepareResources"} 2
-# TYPE kubelet_dra_driver_policy_reload_failures_total counter
-kubelet_dra_driver_policy_reload_failures_total 0
-# TYPE kubelet_dra_permanent_failures_total counter
-kubelet_dra_mixed{a="1"} 1
-kubelet_dra_mixed{b="1",a="2"} 1
-kubelet_dra_mixed{a="3"} 1
+# TYPE dra_driver_policy_reload_failures_total counter
+dra_driver_policy_reload_failures_total 0
+# TYPE dra_permanent_failures_total counter
+dra_mixed{a="1"} 1
+dra_mixed{b="1",a="2"} 1
+dra_mixed{a="3"} 1
 rest_client_requests_total{code="200"} 9
 `
 	got, err := MetricShapes([]byte(text), "dra_")
@@ -211,9 +211,9 @@ rest_client_requests_total{code="200"} 9
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"dra_operations_duration_seconds":                 {"is_error,operation_name"},
-		"kubelet_dra_driver_policy_reload_failures_total": {""},
-		"kubelet_dra_mixed":                               {"a", "a,b"},
+		"dra_operations_duration_seconds":         {"is_error,operation_name"},
+		"dra_driver_policy_reload_failures_total": {""},
+		"dra_mixed": {"a", "a,b"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("MetricShapes = %v, want %v", got, want)

@@ -41,7 +41,7 @@ import (
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
-const downgradesMetric = "kubelet_dra_permanent_failure_downgrades_total"
+const downgradesMetric = "dra_permanent_failure_downgrades_total"
 
 // 1. A running pod whose claims get prepared again must not be failed by a
 // permanent answer. The kubelet prepares when it creates a sandbox and the

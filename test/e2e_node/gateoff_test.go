@@ -179,7 +179,7 @@ func onlyResources(t *testing.T, body json.RawMessage) bool {
 }
 
 // draMetricShapes returns the DRA metric families on the kubelet's /metrics
-// (upstream's dra_* and the fork's kubelet_dra_*), with their label names.
+// (upstream's dra_* and the fork's, also dra_*), with their label names.
 func draMetricShapes(t *testing.T) map[string][]string {
 	t.Helper()
 	text, err := e2eframework.KubeletMetrics(t.Context(), cluster)

@@ -40,7 +40,7 @@ var (
 	driverPolicyMu   sync.Mutex
 )
 
-const policyOutcomesMetric = "kubelet_dra_driver_policy_outcomes_total"
+const policyOutcomesMetric = "dra_driver_policy_outcomes_total"
 
 func newDriverPolicyFile() (string, error) {
 	dir, err := os.MkdirTemp("", "dra-failfast-policy-")
@@ -351,7 +351,7 @@ func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 		}
 	}
 	t.Cleanup(restore)
-	failuresBefore, _ := e2eframework.KubeletMetric(t.Context(), cluster, "kubelet_dra_driver_policy_reload_failures_total", nil)
+	failuresBefore, _ := e2eframework.KubeletMetric(t.Context(), cluster, "dra_driver_policy_reload_failures_total", nil)
 	if err := os.Remove(driverPolicyFile); err != nil { // the "rm"
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 	if n := outcomes(t, d.Name(), failfastdra.PolicyIgnored); n < 1 {
 		t.Errorf("%s{outcome=%s} = %v: the prepare in the gap did not keep Ignore", policyOutcomesMetric, failfastdra.PolicyIgnored, n)
 	}
-	if failures := kubeletMetric(t, "kubelet_dra_driver_policy_reload_failures_total", nil); failures <= failuresBefore {
+	if failures := kubeletMetric(t, "dra_driver_policy_reload_failures_total", nil); failures <= failuresBefore {
 		t.Errorf("the missing policy file was not counted: reload failures %v, %v before", failures, failuresBefore)
 	}
 	restore()

@@ -10,14 +10,17 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-const metricsSubsystem = "kubelet"
+// metricsSubsystem is the kubelet's DRA metrics' (upstream's dra_operation_duration_seconds,
+// dra_resource_claims_in_use...): the two metrics of KEP-5322 have the names the
+// upstream-shaped series gives them in pkg/kubelet/metrics (upstream/patches 0006).
+const metricsSubsystem = "dra"
 
 var (
 	permanentFailures = metrics.NewCounterVec(
 		&metrics.CounterOpts{
 			Subsystem:      metricsSubsystem,
-			Name:           "dra_permanent_failures_total",
-			Help:           "Number of ResourceClaims whose permanent NodePrepareResources failure made the kubelet fail a pod, by driver.",
+			Name:           "permanent_failures_total",
+			Help:           "Cumulative number of ResourceClaims whose permanent NodePrepareResources failure made the kubelet fail a pod, by driver.",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"driver_name"},
@@ -25,8 +28,8 @@ var (
 	permanentDowngrades = metrics.NewCounterVec(
 		&metrics.CounterOpts{
 			Subsystem:      metricsSubsystem,
-			Name:           "dra_permanent_failure_downgrades_total",
-			Help:           "Number of NodePrepareResources claim results that were or may have been marked permanent but were treated as transient by a safety rule, by driver and reason.",
+			Name:           "permanent_failure_downgrades_total",
+			Help:           "Cumulative number of NodePrepareResources claim results that were or may have been marked permanent but were retried, by driver and reason.",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"driver_name", "reason"},
@@ -34,7 +37,7 @@ var (
 	policyOutcomes = metrics.NewCounterVec(
 		&metrics.CounterOpts{
 			Subsystem:      metricsSubsystem,
-			Name:           "dra_driver_policy_outcomes_total",
+			Name:           "driver_policy_outcomes_total",
 			Help:           "What the node's DRA driver failure policy did with failed NodePrepareResources claim results, by driver and outcome (honored, ignored, budget_retry, budget_exhausted).",
 			StabilityLevel: metrics.ALPHA,
 		},
@@ -43,7 +46,7 @@ var (
 	policyReloadFailures = metrics.NewCounter(
 		&metrics.CounterOpts{
 			Subsystem:      metricsSubsystem,
-			Name:           "dra_driver_policy_reload_failures_total",
+			Name:           "driver_policy_reload_failures_total",
 			Help:           "Number of times the DRA driver failure policy file changed but could not be used (the policy in effect was kept).",
 			StabilityLevel: metrics.ALPHA,
 		},
