@@ -222,7 +222,13 @@ func TestPermanentFailureFailsPod(t *testing.T) {
 // the status manager's (the pod watch lagging a PATCH; counted from the
 // kubelet's log), and a request the apiserver refused and the kubelet retried
 // (the node authorizer answers 403 to a GET of a pod whose binding it has not
-// seen yet; counted from the audit log).
+// seen yet; counted from the audit log). One race of the fork adds a GET
+// too: PublishNow forcing a sync of the Failed status while the status
+// manager's own sync of it runs (between that sync's note of the skipped
+// status and its check of the pod worker; the order that keeps the opposite
+// race from losing the status): the forced sync finds the pod up to date.
+// It is allowed once, and only when the kubelet's log shows more syncs that
+// found the pod up to date than TerminatePod's one.
 func checkRequestsOfFailedPod(t *testing.T, ns string) {
 	t.Helper()
 	requests, err := cluster.NodeRequests(ns)
@@ -233,20 +239,21 @@ func checkRequestsOfFailedPod(t *testing.T, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reconciles := statusReconciles(t, ns+"/app")
-	for request, most := range map[string]int{"get pods": 3 + reconciles, "patch pods/status": 2, "get resourceclaims": 1} {
+	reconciles := kubeletLogLines(t, ns+"/app", "a reconciliation should be triggered")
+	forcedRace := min(1, max(0, kubeletLogLines(t, ns+"/app", "Status for pod is up-to-date")-1))
+	for request, most := range map[string]int{"get pods": 3 + reconciles + forcedRace, "patch pods/status": 2, "get resourceclaims": 1} {
 		if answered := requests[request] - refused[request]; answered > most {
 			timeline, err := cluster.NodeRequestTimeline(ns)
 			t.Errorf("the node sent %d %q requests for the failed pod (%d refused), want at most %d answered (%d status reconciliations); all: %v; in order:\n%s (%v)",
 				requests[request], request, refused[request], most, reconciles, requests, strings.Join(timeline, "\n"), err)
 		}
 	}
-	t.Logf("node requests for the failed pod: %v; refused: %v; status reconciliations: %d", requests, refused, reconciles)
+	t.Logf("node requests for the failed pod: %v; refused: %v; status reconciliations: %d; forced sync races: %d", requests, refused, reconciles, forcedRace)
 }
 
-// statusReconciles counts the kubelet's status manager reconciliations of a
-// pod (namespace/name) in its log so far.
-func statusReconciles(t *testing.T, pod string) int {
+// kubeletLogLines counts the lines of the kubelet's log so far about a pod
+// (namespace/name) that contain message.
+func kubeletLogLines(t *testing.T, pod, message string) int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(cluster.LogDir(), "kubelet.log"))
 	if err != nil {
@@ -254,7 +261,7 @@ func statusReconciles(t *testing.T, pod string) int {
 	}
 	count := 0
 	for line := range strings.Lines(string(data)) {
-		if strings.Contains(line, "a reconciliation should be triggered") && strings.Contains(line, `pod="`+pod+`"`) {
+		if strings.Contains(line, message) && strings.Contains(line, `pod="`+pod+`"`) {
 			count++
 		}
 	}
