@@ -73,10 +73,15 @@ func TestClassify(t *testing.T) {
 			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x02})},
 			want: []outcome{{Outcome: FailedTransient, Message: "x", Downgraded: DowngradeUnknownErrorType}},
 		},
-		"duplicated field": {
+		"field twice, the last one Permanent: protobuf's rule": {
 			sent: []string{"a"},
-			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x01, 0x18, 0x01})},
-			want: []outcome{{Outcome: FailedTransient, Message: "x", Downgraded: DowngradeMalformedErrorType}},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x00, 0x18, 0x01})},
+			want: []outcome{{Outcome: FailedPermanent, Message: "x"}},
+		},
+		"field twice, the last one Unknown: protobuf's rule": {
+			sent: []string{"a"},
+			resp: map[string]*drapbv1.NodePrepareResourceResponse{"a": withUnknown(&drapbv1.NodePrepareResourceResponse{Error: "x"}, []byte{0x18, 0x01, 0x18, 0x00})},
+			want: []outcome{{Outcome: FailedTransient, Message: "x"}},
 		},
 		"malformed field": {
 			sent: []string{"a"},

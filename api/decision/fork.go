@@ -18,7 +18,8 @@ import (
 // node's driver failure policy and the record of prepared pods are the
 // fork's own.
 const (
-	// DowngradeMalformedErrorType: error_type cannot be decoded or occurs twice.
+	// DowngradeMalformedErrorType: the unknown fields that would hold
+	// error_type do not parse.
 	DowngradeMalformedErrorType = "malformed_error_type"
 	// DowngradePreparedBefore: the pod's claims were all prepared for it
 	// before, so it may have had a sandbox that the runtime has forgotten

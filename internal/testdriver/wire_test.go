@@ -124,34 +124,36 @@ func TestWireRoundTrip(t *testing.T) {
 			wantUnknown: []byte{0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 			wantDecode:  v1alpha.ErrUnknownValue,
 		},
+		// Read as protobuf reads an int32: its low 32 bits, 1.
 		"errorType beyond int32": {
 			fields:      `"prepare":"Permanent","wire":{"errorType":4294967297}`,
 			wantUnknown: []byte{0x18, 0x81, 0x80, 0x80, 0x80, 0x10},
-			wantDecode:  v1alpha.ErrUnknownValue,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
 		},
 		"errorTypeAbsent": {
 			fields:   `"prepare":"Permanent","wire":{"errorTypeAbsent":true}`,
 			wantType: v1alpha.NodePrepareResourceResponseErrorType_Unknown,
 		},
-		"rawFields after field 3: duplicated": {
-			fields:      `"prepare":"Permanent","wire":{"rawFields":"GAE="}`,
-			wantUnknown: []byte{0x18, 0x01, 0x18, 0x01},
-			wantDecode:  v1alpha.ErrDuplicated,
+		"rawFields after field 3: twice, the last one wins": {
+			fields:      `"prepare":"Permanent","wire":{"rawFields":"GAA="}`,
+			wantUnknown: []byte{0x18, 0x01, 0x18, 0x00},
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
 		},
 		"rawFields with another unknown field": {
 			fields:      `"prepare":"Permanent","wire":{"rawFields":"IAU="}`,
 			wantUnknown: []byte{0x18, 0x01, 0x20, 0x05},
 			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
 		},
+		// A field 3 of another wire type is not error_type (protobuf's rule).
 		"rawFields wrong wire type": {
 			fields:      `"prepare":"Permanent","wire":{"errorTypeAbsent":true,"rawFields":"GgEB"}`,
 			wantUnknown: []byte{0x1a, 0x01, 0x01},
-			wantDecode:  v1alpha.ErrMalformed,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
 		},
 		"rawFields with a wrong wire type for field 3": {
 			fields:      `"prepare":"Permanent","wire":{"errorTypeAbsent":true,"rawFields":"HQEAAAA="}`,
 			wantUnknown: []byte{0x1d, 0x01, 0x00, 0x00, 0x00},
-			wantDecode:  v1alpha.ErrMalformed,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
 		},
 		// Bytes that do not parse as protobuf fields make the whole answer
 		// undecodable for the client: the call fails, whatever field 3 says.
@@ -163,10 +165,10 @@ func TestWireRoundTrip(t *testing.T) {
 			fields:       `"prepare":"Permanent","wire":{"rawFields":"GgUB"}`,
 			wantCallCode: codes.Internal,
 		},
-		"errorType then rawFields": {
+		"errorType then rawFields: the last one wins": {
 			fields:      `"prepare":"Transient","wire":{"errorType":2,"rawFields":"GAE="}`,
 			wantUnknown: []byte{0x18, 0x02, 0x18, 0x01},
-			wantDecode:  v1alpha.ErrDuplicated,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
 		},
 		"omitClaim": {
 			fields:      `"prepare":"Permanent","wire":{"omitClaim":true}`,

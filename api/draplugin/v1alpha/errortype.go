@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
@@ -17,18 +18,16 @@ import (
 const ErrorTypeFieldNumber protowire.Number = 3
 
 var (
-	// ErrMalformed: the bytes of field 3 cannot be decoded as a varint.
+	// ErrMalformed: the bytes after the message's known fields do not parse
+	// as protobuf fields (a gRPC client refuses such a message before that).
 	ErrMalformed = errors.New("malformed error_type field")
-	// ErrDuplicated: field 3 occurs more than once. Protobuf would take the last
-	// value; we refuse to guess which one the driver meant.
-	ErrDuplicated = errors.New("duplicated error_type field")
 	// ErrUnknownValue: field 3 holds a value this version does not know.
 	ErrUnknownValue = errors.New("unknown error_type value")
 )
 
 // GetErrorType returns the error_type a driver set on a stock v1
-// NodePrepareResourceResponse. Anything but a single, well-formed Permanent
-// value reads as Unknown: a driver has to be explicit to get a pod failed.
+// NodePrepareResourceResponse; a value other than Unknown and Permanent
+// reads as Unknown: a driver has to be explicit to get a pod failed.
 func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResourceResponseErrorType {
 	errorType, err := DecodeErrorType(resp)
 	if err != nil {
@@ -38,8 +37,15 @@ func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResource
 }
 
 // DecodeErrorType is GetErrorType with the reason why a value was not
-// accepted: ErrMalformed, ErrDuplicated or ErrUnknownValue (checked with
-// errors.Is). A nil response or an absent field is Unknown without error.
+// accepted: ErrMalformed or ErrUnknownValue (checked with errors.Is). A nil
+// response or an absent field is Unknown without error.
+//
+// Field 3 is read exactly as protobuf reads error_type in a v1 message that
+// declares it (KEP-5322, the upstream-shaped series): by unmarshalling the
+// unknown fields into NodePrepareResourceResponseExtension, which declares it
+// the same way (hack/tools/wirecheck). So the last occurrence wins, the value
+// is an int32 (a larger varint is truncated), and a field 3 of another wire
+// type is not error_type: a kubelet of either kind reads every answer alike.
 func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (NodePrepareResourceResponseErrorType, error) {
 	if resp == nil {
 		return NodePrepareResourceResponseErrorType_Unknown, nil
@@ -48,46 +54,16 @@ func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (NodePrepareReso
 }
 
 func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, error) {
-	var (
-		value uint64
-		found bool
-	)
-	for len(unknown) > 0 {
-		num, typ, tagLen := protowire.ConsumeTag(unknown)
-		if tagLen < 0 {
-			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tagLen))
-		}
-		if num != ErrorTypeFieldNumber {
-			// Another unknown field, perhaps from a newer API: skip it.
-			fieldLen := protowire.ConsumeFieldValue(num, typ, unknown[tagLen:])
-			if fieldLen < 0 {
-				return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(fieldLen))
-			}
-			unknown = unknown[tagLen+fieldLen:]
-			continue
-		}
-		if typ != protowire.VarintType {
-			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: wire type %d, want varint", ErrMalformed, typ)
-		}
-		if found {
-			return NodePrepareResourceResponseErrorType_Unknown, ErrDuplicated
-		}
-		v, valueLen := protowire.ConsumeVarint(unknown[tagLen:])
-		if valueLen < 0 {
-			return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(valueLen))
-		}
-		value, found = v, true
-		unknown = unknown[tagLen+valueLen:]
+	var ext NodePrepareResourceResponseExtension
+	if err := proto.Unmarshal(unknown, &ext); err != nil {
+		return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if !found {
-		return NodePrepareResourceResponseErrorType_Unknown, nil
+	switch value := ext.GetErrorType(); value {
+	case NodePrepareResourceResponseErrorType_Unknown, NodePrepareResourceResponseErrorType_Permanent:
+		return value, nil
+	default:
+		return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int32(value))
 	}
-	switch value {
-	case uint64(NodePrepareResourceResponseErrorType_Unknown), uint64(NodePrepareResourceResponseErrorType_Permanent):
-		return NodePrepareResourceResponseErrorType(value), nil
-	}
-	// Enums are int32 on the wire, negative values sign-extended to 64 bits.
-	return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int64(value))
 }
 
 // SetErrorType sets error_type on a stock v1 NodePrepareResourceResponse,

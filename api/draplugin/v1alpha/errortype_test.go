@@ -34,12 +34,20 @@ func TestDecodeErrorType(t *testing.T) {
 		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
 		"unknown value 2":      {unknown: varintField(3, 2), wantErr: ErrUnknownValue},
 		"negative value":       {unknown: varintField(3, uint64(0xffffffffffffffff)), wantErr: ErrUnknownValue},
-		"value 2^32+1":         {unknown: varintField(3, 1<<32+1), wantErr: ErrUnknownValue},
-		"duplicated":           {unknown: append(varintField(3, 1), varintField(3, 1)...), wantErr: ErrDuplicated},
-		"wrong wire type":      {unknown: protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01"), wantErr: ErrMalformed},
-		"truncated varint":     {unknown: []byte{0x18, 0x80}, wantErr: ErrMalformed},
-		"truncated tag":        {unknown: []byte{0x80}, wantErr: ErrMalformed},
-		"broken other field":   {unknown: []byte{0x3a, 0x05, 'a'}, wantErr: ErrMalformed},
+		// As protobuf reads an int32: truncated to its low 32 bits.
+		"value 2^32+1": {unknown: varintField(3, 1<<32+1), want: NodePrepareResourceResponseErrorType_Permanent},
+		"value 2^33":   {unknown: varintField(3, 1<<33), want: NodePrepareResourceResponseErrorType_Unknown},
+		// As protobuf reads a field that occurs twice: the last one wins.
+		"twice":             {unknown: append(varintField(3, 1), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"Permanent, then 0": {unknown: append(varintField(3, 1), varintField(3, 0)...), want: NodePrepareResourceResponseErrorType_Unknown},
+		"2, then Permanent": {unknown: append(varintField(3, 2), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"Permanent, then 2": {unknown: append(varintField(3, 1), varintField(3, 2)...), wantErr: ErrUnknownValue},
+		// As protobuf reads a field 3 of another wire type: not error_type.
+		"wrong wire type":                 {unknown: protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01")},
+		"wrong wire type, then Permanent": {unknown: append(protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01"), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"truncated varint":                {unknown: []byte{0x18, 0x80}, wantErr: ErrMalformed},
+		"truncated tag":                   {unknown: []byte{0x80}, wantErr: ErrMalformed},
+		"broken other field":              {unknown: []byte{0x3a, 0x05, 'a'}, wantErr: ErrMalformed},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -151,8 +159,10 @@ func FuzzDecodeErrorType(f *testing.F) {
 		if got != NodePrepareResourceResponseErrorType_Permanent {
 			return
 		}
-		// Cross-check with an independent parse: exactly one field 3, value 1.
-		count := 0
+		// Cross-check with an independent parse, by protobuf's rules: the
+		// last varint field 3, as an int32, is 1.
+		var last int32
+		found := false
 		for b := unknown; len(b) > 0; {
 			num, typ, n := protowire.ConsumeTag(b)
 			if n < 0 {
@@ -162,16 +172,14 @@ func FuzzDecodeErrorType(f *testing.F) {
 			if m < 0 {
 				t.Fatalf("Permanent from unparsable bytes %x", unknown)
 			}
-			if num == 3 {
-				count++
-				if v, _ := protowire.ConsumeVarint(b[n:]); typ != protowire.VarintType || v != 1 {
-					t.Fatalf("Permanent from field 3 = %d (type %d)", v, typ)
-				}
+			if num == 3 && typ == protowire.VarintType {
+				v, _ := protowire.ConsumeVarint(b[n:])
+				last, found = int32(v), true
 			}
 			b = b[n+m:]
 		}
-		if count != 1 {
-			t.Fatalf("Permanent from %d occurrences of field 3", count)
+		if !found || last != 1 {
+			t.Fatalf("Permanent from bytes %x whose last varint field 3 is %d (found %t)", unknown, last, found)
 		}
 		// What a driver writes, a kubelet reads back.
 		again := &drapbv1.NodePrepareResourceResponse{}
