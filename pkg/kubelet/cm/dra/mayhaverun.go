@@ -14,10 +14,11 @@ import (
 const DowngradePodStarted = "pod_started_containers"
 
 // DowngradeIfMayHaveRun keeps a pod that may have run alive. The DRA manager
-// does not prepare again the claims that it has prepared for a pod; a driver
-// is asked again for a pod that ran only when the kubelet restarted, lost
-// its checkpoint, or the pod's sandbox is gone, and a permanent answer then
-// must not kill a workload that was running. For such a pod a permanent err
+// prepares a pod's claims when the kubelet creates the pod's sandbox, unless
+// it marked them prepared since the kubelet started (the mark is not
+// checkpointed): a driver is asked again for a pod that ran when its sandbox
+// is created again after a kubelet restart (a crash, a node reboot), and a
+// permanent answer then must not kill a workload that was running. For such a pod a permanent err
 // is returned as a *DowngradedError, which is transient and says why; any
 // other err is returned unchanged. runtimeKnowsPod tells whether the
 // container runtime knows a sandbox or a container of the pod (an earlier

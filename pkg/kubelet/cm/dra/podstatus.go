@@ -95,16 +95,8 @@ func UpdatePodStatus(status, old *v1.PodStatus) {
 	status.Conditions = append(status.Conditions, *podCondition(old))
 	status.Phase = v1.PodFailed
 	status.Reason, status.Message = old.Reason, podMessage(old)
-	for _, statuses := range [][]v1.ContainerStatus{status.InitContainerStatuses, status.ContainerStatuses} {
-		for i := range statuses {
-			if c := &statuses[i]; !containerMayHaveRun(c) {
-				c.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: PodFailedReason, Message: neverStartedMessage}}
-			}
-		}
-	}
+	MarkNeverStartedContainers(status)
 }
-
-const neverStartedMessage = "The container never started: a DRA driver failed permanently to prepare the pod's resources"
 
 // MergePodStatus is called by the kubelet's status manager on every status
 // it is about to publish, after upstream's merge (status: what will be sent,
