@@ -6,7 +6,7 @@
 # BENCH_MODE: full (default, about an hour), smoke (a few minutes) or latency (scenarios 4 and 3b, four repetitions) for bench.
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind \
-	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e update-patches test-e2e-race
+	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -81,9 +81,15 @@ release-library:
 test-upstream:
 	hack/test-upstream.sh $(PKGS)
 
-# Upstream's DRA node e2e suite against stock, fork gate off, fork gate on (about an hour).
+# Upstream's DRA node e2e suite against stock, the fork and the series' kubelet, each with the gate
+# off and on, in systemd nodes (about two and a half hours).
 test-upstream-e2e:
 	hack/test-upstream-e2e.sh
+
+# The upstream-shaped series' kubelet through this repository's e2e_node suite and the benchmark's
+# failing path, beside the fork's (about 25 minutes).
+test-series:
+	hack/test-series.sh
 
 # The stages make test leaves out for its time budget: upstream's DRA node e2e specs that prepare
 # and unprepare claims (fork, gate on, this host) and the benchmark's smoke run (about 18 min).

@@ -12,24 +12,33 @@
 #   4. go build ./cmd/kubelet in the patched tree with upstream's release flags.
 # With --stock, builds _output/bin/kubelet-stock (version KUBE_VERSION) from the pristine tree with
 # upstream's own go.work instead. With --race, builds the patched kubelet with the Go race detector
-# as _output/bin/kubelet-race (for make test-e2e-race). A rerun with nothing changed takes seconds.
+# as _output/bin/kubelet-race (for make test-e2e-race). With --series, builds
+# _output/bin/kubelet-series (version SERIES_VERSION) from the upstream-shaped series' tree
+# (_output/tree/upstream = pristine + upstream/patches/, nothing of this repository in its
+# workspace), for make test-series. A rerun with nothing changed takes seconds.
 #
-# Usage: hack/build-kubelet.sh [--stock | --race]
+# Usage: hack/build-kubelet.sh [--stock | --race | --series]
 # Environment: DBG=1 keeps symbols and disables optimisations (for a debugger), like upstream's DBG.
+# The series' tree is tree.sh's SERIES=upstream: chosen before it is sourced.
+for arg in "$@"; do
+  [ "${arg}" != --series ] || export SERIES=upstream
+done
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
 stock=false
 race=false
+series=false
 for arg in "$@"; do
   case "${arg}" in
     --stock) stock=true ;;
     --race) race=true ;;
+    --series) series=true ;;
     -h | --help)
       awk 'NR > 1 && !/^#/ {exit} NR > 1 && !/shellcheck/ {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"
       exit 0
       ;;
-    *) die "unknown argument ${arg} (usage: hack/build-kubelet.sh [--stock | --race])" ;;
+    *) die "unknown argument ${arg} (usage: hack/build-kubelet.sh [--stock | --race | --series])" ;;
   esac
 done
 
@@ -42,6 +51,14 @@ if ${stock}; then
   log "building ${out#"${REPO_ROOT}/"} (${version}) from the pristine tree"
   timed "go build ./cmd/kubelet (stock)" \
     go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${version}" "${out}" ./cmd/kubelet
+elif ${series}; then
+  out="${BIN_DIR}/kubelet-series"
+  version=${SERIES_VERSION}
+  with_tree_lock ensure_patched
+  with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}" --upstream
+  log "building ${out#"${REPO_ROOT}/"} (${version}) from the series' tree ($(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
+  timed "go build ./cmd/kubelet (series)" \
+    go_build_kube "${PATCHED_TREE}" "${PATCHED_WORK}" "${version}" "${out}" ./cmd/kubelet
 else
   out="${BIN_DIR}/kubelet"
   if ${race}; then

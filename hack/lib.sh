@@ -15,6 +15,8 @@ KUBE_STAGING_VERSION=v0.37.1
 # KUBE_VERSION-dra-failfast.FORK_REVISION (kubelet --version).
 FORK_REVISION=1
 FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
+# The kubelet of the upstream-shaped series (upstream/patches/, hack/build-kubelet.sh --series).
+SERIES_VERSION="${KUBE_VERSION}-kep5322.${FORK_REVISION}"
 OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
 # The light Go modules nested in this repository, for driver authors: the wire extension and the
 # driver library (docs/building.md, "Modules"). Each requires the others at LIBRARY_VERSION and
@@ -50,6 +52,21 @@ timed() {
   "$@"
   ms=$((($(date +%s%N) - start) / 1000000))
   log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
+# e2e_suite_with KUBELET LOG: the whole e2e_node suite (test/e2e_node) with KUBELET (relative to
+# the repository) as the node's kubelet, its output in LOG; prints the top-level results and
+# returns the suite's status.
+e2e_suite_with() {
+  local kubelet=$1 log_file=$2 rc=0
+  mkdir -p "$(dirname "${log_file}")"
+  timed "e2e_node suite with ${kubelet##*/}" \
+    env LOCAL_CLUSTER_KUBELET="${kubelet}" \
+    go test -tags e2e_node -count=1 -v -timeout 60m -parallel 48 ./test/e2e_node/ > "${log_file}" 2>&1 || rc=$?
+  grep -E '^(--- |ok|FAIL)|data race' "${log_file}" || true
+  echo "$(grep -c '^--- PASS' "${log_file}") passed, $(grep -c '^--- SKIP' "${log_file}") skipped, $(grep -c '^--- FAIL' "${log_file}") failed"
+  log "log: ${log_file#"${REPO_ROOT}/"}"
+  return "${rc}"
 }
 
 # kube_module_dir prints the module-cache directory of k8s.io/kubernetes at KUBE_VERSION,

@@ -14,13 +14,4 @@ cd "${REPO_ROOT}" || exit 1
 [ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
 hack/build.sh
 timed "race-enabled kubelet" hack/build-kubelet.sh --race
-log_file="${OUTPUT_DIR}/test/e2e-race.log"
-mkdir -p "$(dirname "${log_file}")"
-rc=0
-timed "e2e_node suite with kubelet-race" \
-  env LOCAL_CLUSTER_KUBELET=_output/bin/kubelet-race \
-  go test -tags e2e_node -count=1 -v -timeout 60m -parallel 48 ./test/e2e_node/ > "${log_file}" 2>&1 || rc=$?
-grep -E '^(--- |ok|FAIL)|data race' "${log_file}" || true
-echo "$(grep -c '^--- PASS' "${log_file}") passed, $(grep -c '^--- FAIL' "${log_file}") failed"
-log "log: ${log_file#"${REPO_ROOT}/"}"
-exit "${rc}"
+e2e_suite_with _output/bin/kubelet-race "${OUTPUT_DIR}/test/e2e-race.log"

@@ -3,12 +3,15 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # make test-upstream-e2e: upstream's own DRA node e2e specs (test/e2e_node of the pristine
-# KUBE_VERSION tree) against the stock kubelet and the fork with DRAHandlePermanentDriverFailures
-# off and on, compared spec by spec (cmd/upstream-e2e); with the gate on, also the patch series'
-# own KEP-5322 spec (test/e2e_node/dra_failfast_test.go in staging-patches/). Needs root; never
-# run it while a local cluster is up (same ports, same /var/lib/kubelet).
-#   1. builds what make demo builds (hack/build.sh), and upstream's e2e_node.test twice with
-#      upstream's build tags: from the pristine tree and from the patched tree;
+# KUBE_VERSION tree) against the stock kubelet, the fork and the upstream-shaped series' kubelet
+# (upstream/patches/), each with DRAHandlePermanentDriverFailures off and on, compared spec by
+# spec (cmd/upstream-e2e); the fork with the gate on also runs the fork series' own KEP-5322 spec
+# (test/e2e_node/dra_failfast_test.go in staging-patches/), the series' kubelet runs the series'
+# own e2e_node.test: upstream's specs plus the seven 0008 adds to test/e2e_node/dra_test.go.
+# Needs root; never run it while a local cluster is up (same ports, same /var/lib/kubelet).
+#   1. builds what make demo builds (hack/build.sh), and upstream's e2e_node.test with
+#      upstream's build tags: from the pristine tree, from the patched tree and (for the series'
+#      runs, with the series' kubelet: hack/build-kubelet.sh --series) from the series' tree;
 #   2. packs the busybox image the specs run, under the name the suite expects (printed by
 #      upstream-e2e -busybox-image-name), from Debian's busybox-static;
 #   3. with UPSTREAM_E2E_NODE=systemd (the default): starts the kind container engine and builds
@@ -20,7 +23,8 @@
 #      kubelet-restart specs are skipped (make test's stage: no engine, no image);
 #   4. runs cmd/upstream-e2e, which prints the three-way table and writes
 #      ${OUTPUT_DIR}/upstream-e2e/<timestamp>/report.md and results.json.
-# UPSTREAM_E2E_RUNS=stock,fork-gate-off,fork-gate-on (default) picks the runs; make test runs
+# UPSTREAM_E2E_RUNS=stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on (default)
+# picks the runs; make test runs
 # fork-gate-on alone, on the host, without the series' own specs (UPSTREAM_E2E_OWN_SPECS=0: the
 # e2e_node suite of this repository covers what they check). Extra arguments go to upstream-e2e, e.g. -focus REGEXP for a
 # quick check.
@@ -44,6 +48,14 @@ build_e2e_node() {
 }
 timed "e2e_node.test (pristine tree)" \
   build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"
+runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on}
+series_args=()
+if [[ ",${runs}," == *,series-* ]]; then
+  "${REPO_ROOT}/hack/build-kubelet.sh" --series
+  timed "e2e_node.test (the series' tree, with its specs)" \
+    build_e2e_node "${TREE_DIR}/upstream" "${TREE_DIR}/upstream.work" "${E2E_BIN_DIR}/e2e_node-series.test"
+  series_args=(-series-e2e-binary "${E2E_BIN_DIR}/e2e_node-series.test")
+fi
 own_args=(-own-e2e-binary "${E2E_BIN_DIR}/e2e_node-patched.test")
 if [ "${UPSTREAM_E2E_OWN_SPECS:-1}" = 0 ]; then
   own_args=(-own-specs=false)
@@ -85,7 +97,7 @@ case "${UPSTREAM_E2E_NODE:-systemd}" in
 esac
 "${BIN_DIR}/upstream-e2e" "${node_args[@]}" \
   -e2e-binary "${E2E_BIN_DIR}/e2e_node.test" \
-  "${own_args[@]}" \
+  "${own_args[@]}" "${series_args[@]}" \
   -kubelet-config "${PRISTINE_TREE}/test/e2e_node/jenkins/default-kubelet-config.yaml" \
   -image "${OUTPUT_DIR}/images/busybox.tar" \
-  -runs "${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on}" "$@"
+  -runs "${runs}" "$@"

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,9 +45,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mode := flag.String("mode", string(bench.Full), "full (about an hour), smoke (a few minutes) or latency (scenarios 4 and 3b only, four repetitions, about 25 minutes)")
+	mode := flag.String("mode", string(bench.Full), "full (about an hour), smoke (a few minutes), latency (scenarios 4 and 3b only, four repetitions, about 25 minutes) or failing (scenarios 1 and 3b on -fork-kubelet alone, three repetitions, about 10 minutes)")
 	dir := flag.String("out", "", "results directory (default <output>/bench/<UTC timestamp>)")
-	fork := flag.String("fork-kubelet", filepath.Join(out, "bin", "kubelet"), "the dra-failfast kubelet")
+	defaultFork := filepath.Join(out, "bin", "kubelet")
+	fork := flag.String("fork-kubelet", defaultFork, "the dra-failfast kubelet (or another that knows its gate: the series' kubelet-series)")
 	stock := flag.String("stock-kubelet", filepath.Join(out, "bin", "kubelet-stock"), "the stock kubelet")
 	render := flag.String("render", "", "only write report.md and the plots again from the results.json in this directory")
 	flag.Parse()
@@ -56,6 +58,10 @@ func run() error {
 			return err
 		}
 		return res.Write(*render)
+	}
+	forkArg := ""
+	if *fork != defaultFork {
+		forkArg = relativeToRepo(*fork)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: the benchmark runs a real kubelet and containerd (like make demo)")
@@ -67,7 +73,7 @@ func run() error {
 	defer stop()
 	res, err := bench.Run(ctx, bench.Config{
 		Mode: bench.Mode(*mode), OutDir: *dir, ForkKubelet: *fork, StockKubelet: *stock,
-		Command: commandLine(*mode), Progress: os.Stderr,
+		Command: commandLine(*mode, forkArg), Progress: os.Stderr,
 	})
 	if err != nil {
 		return err
@@ -82,10 +88,26 @@ func run() error {
 	return nil
 }
 
-// commandLine is how to reproduce the run.
-func commandLine(mode string) string {
-	if mode == string(bench.Full) {
+// commandLine is how to reproduce the run; forkArg is the -fork-kubelet
+// given, relative to the repository, or "" for the default.
+func commandLine(mode, forkArg string) string {
+	switch {
+	case forkArg != "":
+		return "BENCH_MODE=" + mode + " hack/bench.sh -fork-kubelet " + forkArg
+	case mode == string(bench.Full):
 		return "make bench"
 	}
 	return "make bench BENCH_MODE=" + mode
+}
+
+// relativeToRepo returns path relative to the repository when it is inside it.
+func relativeToRepo(path string) string {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
 }

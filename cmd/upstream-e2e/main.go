@@ -2,18 +2,20 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command upstream-e2e runs upstream Kubernetes' DRA node e2e specs (test/e2e_node of the
-// pristine v1.37.1 tree) against the stock kubelet and the dra-failfast kubelet with
+// pristine v1.37.1 tree) against the stock kubelet, the dra-failfast kubelet and the kubelet of
+// the upstream-shaped series (upstream/patches/, with its own test binary and specs), each with
 // DRAHandlePermanentDriverFailures off and on, and compares them spec by spec
 // (make test-upstream-e2e, which builds what it needs first). Needs root.
 //
-//	upstream-e2e -e2e-binary BIN -own-e2e-binary BIN -kubelet-config FILE -image TAR [-runs ...]
+//	upstream-e2e -e2e-binary BIN -own-e2e-binary BIN -series-e2e-binary BIN -kubelet-config FILE -image TAR [-runs ...]
 //	             [-systemd-node-image IMAGE]   # each run in a systemd node: the kubelet-restart specs run too
 //	upstream-e2e -busybox-image-name   # the image name the specs use, for hack/imagepack
 //	upstream-e2e -render DIR           # report.md, table and verdict again from DIR/results.json
 //
 // It writes <out>/results.json, report.md and one directory per run, prints the three-way
-// table, and exits 1 unless the fork agrees with stock on every spec (without a stock run:
-// unless every spec passes) and the patch series' own spec passes with the gate on.
+// table, and exits 1 unless every kubelet agrees with stock on every spec (without a stock run:
+// unless every spec passes) and the series' own specs pass (or skip themselves for the other
+// value of the gate).
 package main
 
 import (
@@ -57,7 +59,9 @@ func run() error {
 	flag.Func("image", "image tarball to import (repeatable)", func(s string) error { images = append(images, s); return nil })
 	stock := flag.String("stock-kubelet", filepath.Join(bin, "kubelet-stock"), "the stock kubelet")
 	fork := flag.String("fork-kubelet", filepath.Join(bin, "kubelet"), "the dra-failfast kubelet")
-	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on", "comma-separated runs, in order; the fork's runs are compared with the stock one")
+	series := flag.String("series-kubelet", filepath.Join(bin, "kubelet-series"), "the kubelet of the upstream-shaped series")
+	seriesBinary := flag.String("series-e2e-binary", "", "e2e_node.test built from the series' tree (required for the series' runs)")
+	runs := flag.String("runs", "stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on", "comma-separated runs, in order; the others are compared with the stock one")
 	dir := flag.String("out", "", "results directory (default <output>/upstream-e2e/<UTC timestamp>)")
 	focus := flag.String("focus", upstreame2e.Focus, "the specs to run (a narrower focus for a quick check; the comparison needs the default)")
 	prepareOnly := flag.Bool("prepare-specs-only", false, "run only the specs that prepare and unprepare claims (make test)")
@@ -97,15 +101,18 @@ func run() error {
 	}
 
 	var kubelets []upstreame2e.Kubelet
-	all := upstreame2e.Kubelets(*stock, *fork)
+	all := upstreame2e.Kubelets(*stock, *fork, *series)
 	for _, name := range strings.Split(*runs, ",") {
 		i := slices.IndexFunc(all, func(k upstreame2e.Kubelet) bool { return k.Name == name })
 		if i < 0 {
-			return fmt.Errorf("unknown run %q (known: stock, fork-gate-off, fork-gate-on)", name)
+			return fmt.Errorf("unknown run %q (known: stock, fork-gate-off, fork-gate-on, series-gate-off, series-gate-on)", name)
 		}
 		all[i].OwnSpec = all[i].OwnSpec && *ownSpecs
 		if all[i].OwnSpec && *ownBinary == "" {
 			return fmt.Errorf("run %s needs -own-e2e-binary (or -own-specs=false)", name)
+		}
+		if all[i].Series && *seriesBinary == "" {
+			return fmt.Errorf("run %s needs -series-e2e-binary", name)
 		}
 		kubelets = append(kubelets, all[i])
 	}
@@ -125,8 +132,8 @@ func run() error {
 	defer stop()
 	if *nodeImage != "" {
 		return runInNodes(ctx, *nodeImage, kubelets, *dir, started, nodeArgs{
-			testBinary: *testBinary, ownBinary: *ownBinary, kubeletConfig: *kubeletConfig, images: images,
-			stock: *stock, fork: *fork, focus: *focus, timeout: *timeout, ownSpecs: *ownSpecs,
+			testBinary: *testBinary, ownBinary: *ownBinary, seriesBinary: *seriesBinary, kubeletConfig: *kubeletConfig, images: images,
+			stock: *stock, fork: *fork, series: *series, focus: *focus, timeout: *timeout, ownSpecs: *ownSpecs,
 		})
 	}
 	workDir := filepath.Join(out, "upstream-e2e", "state")
@@ -137,17 +144,18 @@ func run() error {
 		workDir = upstreame2e.NodeWorkDir
 	}
 	cfg := upstreame2e.Config{
-		TestBinary:    *testBinary,
-		OwnTestBinary: *ownBinary,
-		KubeletConfig: *kubeletConfig,
-		Images:        images,
-		BinDir:        bin,
-		WorkDir:       workDir,
-		OutDir:        *dir,
-		Focus:         *focus,
-		Timeout:       *timeout,
-		Systemd:       *inNode,
-		Log:           os.Stderr,
+		TestBinary:       *testBinary,
+		OwnTestBinary:    *ownBinary,
+		SeriesTestBinary: *seriesBinary,
+		KubeletConfig:    *kubeletConfig,
+		Images:           images,
+		BinDir:           bin,
+		WorkDir:          workDir,
+		OutDir:           *dir,
+		Focus:            *focus,
+		Timeout:          *timeout,
+		Systemd:          *inNode,
+		Log:              os.Stderr,
 	}
 	res := newResults(started, *focus, *inNode)
 	for _, k := range kubelets {
@@ -177,10 +185,10 @@ func newResults(started time.Time, focus string, systemd bool) upstreame2e.Resul
 
 // nodeArgs are the runner's flags that the runner inside a systemd node gets again.
 type nodeArgs struct {
-	testBinary, ownBinary, kubeletConfig, stock, fork, focus string
-	images                                                   []string
-	timeout                                                  time.Duration
-	ownSpecs                                                 bool
+	testBinary, ownBinary, seriesBinary, kubeletConfig, stock, fork, series, focus string
+	images                                                                         []string
+	timeout                                                                        time.Duration
+	ownSpecs                                                                       bool
 }
 
 // runInNodes runs each kubelet's suite in a fresh systemd node (upstreame2e.Node), the runner
@@ -220,13 +228,16 @@ func runInNodes(ctx context.Context, image string, kubelets []upstreame2e.Kubele
 		}
 		return nil
 	}
-	if err := abs(&a.testBinary, &a.ownBinary, &a.kubeletConfig, &a.stock, &a.fork, &runner, &cwd, &dir); err != nil {
+	if err := abs(&a.testBinary, &a.ownBinary, &a.seriesBinary, &a.kubeletConfig, &a.stock, &a.fork, &a.series, &runner, &cwd, &dir); err != nil {
 		return err
 	}
 	args := []string{"-e2e-binary", a.testBinary, "-kubelet-config", a.kubeletConfig, "-stock-kubelet", a.stock,
-		"-fork-kubelet", a.fork, "-focus", a.focus, "-timeout", a.timeout.String(), "-own-specs=" + strconv.FormatBool(a.ownSpecs)}
+		"-fork-kubelet", a.fork, "-series-kubelet", a.series, "-focus", a.focus, "-timeout", a.timeout.String(), "-own-specs=" + strconv.FormatBool(a.ownSpecs)}
 	if a.ownBinary != "" {
 		args = append(args, "-own-e2e-binary", a.ownBinary)
+	}
+	if a.seriesBinary != "" {
+		args = append(args, "-series-e2e-binary", a.seriesBinary)
 	}
 	for i := range a.images {
 		if err := abs(&a.images[i]); err != nil {

@@ -548,18 +548,7 @@ func TestLatencyMode(t *testing.T) {
 	if r.Goals[0].Met || !strings.Contains(r.Goals[0].Measured, "12.0 s (all bound to the node after 3.0 s), median of 4 runs: 12.0, 7.0, -, 9.0 s") {
 		t.Errorf("3b goal: %+v", r.Goals[0])
 	}
-	dir := t.TempDir()
-	if err := r.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []string
-	for _, e := range entries {
-		files = append(files, e.Name())
-	}
+	dir, files := writeResults(t, r)
 	if want := []string{ReportFile, ResultsFile}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v (no plot of a scenario not run)", files, want)
 	}
@@ -584,4 +573,59 @@ func TestLatencyMode(t *testing.T) {
 	if !slices.Equal(again.Goals, r.Goals) {
 		t.Errorf("goals read again %v, want %v", again.Goals, r.Goals)
 	}
+}
+
+// Mode failing runs scenarios 1 and 3b on the fork alone (make test-series
+// runs it with the fork's and with the series' kubelet): the goals, the
+// report and the files are of those alone, and no stock kubelet appears.
+func TestFailingMode(t *testing.T) {
+	r := sample()
+	r.Mode, r.Command = FailingPath, "BENCH_MODE=failing hack/bench.sh -fork-kubelet _output/bin/kubelet-series"
+	r.Sizes, _ = SizesFor(FailingPath)
+	r.DriverCalls, r.Transient, r.Churn, r.Healthy = DriverCalls{}, Transient{}, Churn{}, Healthy{}
+	r.Storm.Fork, r.Storm.Stock = StormRun{}, StormRun{}
+	r.Storm.RaisedQPSRuns = []StormRun{{Pods: 200, WindowSeconds: 60, Failed: 200, AllFailedSeconds: 8, AllBoundSeconds: 3, PrepareCalls: 200, UnprepareCalls: 200}}
+	r.summarize()
+	var scenarios []string
+	for _, g := range r.Goals {
+		scenarios = append(scenarios, g.Scenario)
+	}
+	if want := []string{"1 time to Failed", "3b storm"}; !slices.Equal(scenarios, want) {
+		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
+	}
+	dir, files := writeResults(t, r)
+	if want := []string{ReportFile, ResultsFile, TimeToFailedPlot}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v (only the plot of scenario 1)", files, want)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## 1. Time to Failed", "The stock kubelet is not run in this mode", "### 3b. Storm", "| seconds until all Failed | 8.0 |", "hack/bench.sh -fork-kubelet _output/bin/kubelet-series"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"## 2. ", "## 3. ", "## 4. ", "## 5. ", "## 6. ", "NaN"} {
+		if strings.Contains(string(md), unwanted) {
+			t.Errorf("report has %q", unwanted)
+		}
+	}
+}
+
+// writeResults writes r into a new directory and returns it and its files.
+func writeResults(t *testing.T, r *Results) (dir string, files []string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	return dir, files
 }

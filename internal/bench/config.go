@@ -36,6 +36,12 @@ const (
 	// a raised client rate), at full size, with four repetitions per kubelet
 	// instead of two. About 25 minutes.
 	Latency Mode = "latency"
+	// FailingPath runs only the scenarios of the failing path on the fork
+	// kubelet (-fork-kubelet, which may be the upstream-shaped series'
+	// kubelet: make test-series compares the two): 1 time to Failed and 3b
+	// storm, at full size, three repetitions, no stock kubelet. About 10
+	// minutes.
+	FailingPath Mode = "failing"
 )
 
 // Kubelet names the kubelet under test.
@@ -91,6 +97,20 @@ type Sizes struct {
 	AwaitCleanup bool `json:"awaitCleanup"`
 	// LatencyOnly: run scenarios 4 and 3b only (mode Latency).
 	LatencyOnly bool `json:"latencyOnly,omitempty"`
+	// FailingOnly: run scenarios 1 and 3b only, on the fork alone (mode
+	// FailingPath).
+	FailingOnly bool `json:"failingOnly,omitempty"`
+}
+
+// only returns the goals' scenarios a partial mode runs, nil for all.
+func (s Sizes) only() map[string]bool {
+	switch {
+	case s.LatencyOnly:
+		return map[string]bool{"3b storm": true, "4 healthy path": true}
+	case s.FailingOnly:
+		return map[string]bool{"1 time to Failed": true, "3b storm": true}
+	}
+	return nil
 }
 
 // SizesFor returns the sizes of mode.
@@ -116,6 +136,14 @@ func SizesFor(mode Mode) (Sizes, error) {
 			AwaitCleanup: true,
 			LatencyOnly:  true,
 		}, nil
+	case FailingPath:
+		return Sizes{
+			Repetitions: 3,
+			FailingPods: 30,
+			StormPods:   200, RaisedQPSStormWindow: time.Minute,
+			AwaitCleanup: true,
+			FailingOnly:  true,
+		}, nil
 	case Smoke:
 		return Sizes{
 			Repetitions: 1,
@@ -133,7 +161,7 @@ func SizesFor(mode Mode) (Sizes, error) {
 			SyncFrequency: 10 * time.Second,
 		}, nil
 	}
-	return Sizes{}, fmt.Errorf("unknown mode %q: want %q, %q or %q", mode, Full, Smoke, Latency)
+	return Sizes{}, fmt.Errorf("unknown mode %q: want %q, %q, %q or %q", mode, Full, Smoke, Latency, FailingPath)
 }
 
 // Config configures Run.

@@ -64,6 +64,9 @@ func (r *Results) Markdown() string {
 	}
 
 	if !r.Sizes.LatencyOnly {
+		r.writeTimeToFailed(&b)
+	}
+	if r.Sizes.only() == nil {
 		r.writeFailingScenarios(&b)
 	}
 	s := r.Storm
@@ -75,7 +78,7 @@ func (r *Results) Markdown() string {
 			len(s.RaisedQPSRuns), s.raisedQPSSeconds())
 	}
 	header, runs := []string{"fork", "kubeAPIQPS 50 (3)", fmt.Sprintf("kubeAPIQPS %d (3b)", s.KubeletAPIQPS)}, []StormRun{s.Fork, q}
-	if r.Sizes.LatencyOnly { // scenario 3 was not run
+	if r.Sizes.only() != nil { // scenario 3 was not run
 		header, runs = []string{header[0], header[2]}, runs[1:]
 	}
 	t = newTable(&b, header...)
@@ -94,6 +97,9 @@ func (r *Results) Markdown() string {
 	})
 	stormRow("driver prepare / unprepare calls", func(r StormRun) string { return fmt.Sprintf("%d / %d", r.PrepareCalls, r.UnprepareCalls) })
 
+	if r.Sizes.FailingOnly {
+		return b.String()
+	}
 	h := r.Healthy
 	fmt.Fprintf(&b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))
 	t = newTable(&b, "ms", "stock", "fork", "fork/stock", "stock p50 spread", "fork p50 spread")
@@ -109,19 +115,24 @@ func (r *Results) Markdown() string {
 		t.row(row.name+" p99", formatNumber(row.stock.P99, 0), formatNumber(row.fork.P99, 0), formatNumber(ratio(row.fork.P99, row.stock.P99), 3), "", "")
 	}
 
-	if !r.Sizes.LatencyOnly {
+	if r.Sizes.only() == nil {
 		r.writeRecoveryScenarios(&b)
 	}
 	return b.String()
 }
 
-// writeFailingScenarios writes the sections of scenarios 1 to 3.
-func (r *Results) writeFailingScenarios(b *strings.Builder) {
+// writeTimeToFailed writes the section of scenario 1.
+func (r *Results) writeTimeToFailed(b *strings.Builder) {
 	ttf := r.TimeToFailed
-	fmt.Fprintf(b, "\n## 1. Time to Failed\n\n%d permanently failing pods created one after another, %d repetition(s) on the fork. The stock kubelet never fails them: %d of %d pods Failed within %s (the pods of scenario 2).\n\n",
-		ttf.Pods, len(ttf.Runs), ttf.StockFailed, ttf.StockPods, time.Duration(ttf.StockWindowSeconds)*time.Second)
-	t := newTable(b, "ms", "p50", "p95", "p99", "max", "stock")
+	stock := fmt.Sprintf("The stock kubelet never fails them: %d of %d pods Failed within %s (the pods of scenario 2).",
+		ttf.StockFailed, ttf.StockPods, time.Duration(ttf.StockWindowSeconds)*time.Second)
 	notFailed := fmt.Sprintf("not Failed within %s", time.Duration(ttf.StockWindowSeconds)*time.Second)
+	if r.Sizes.FailingOnly {
+		stock, notFailed = "The stock kubelet is not run in this mode (it never fails them).", "not run"
+	}
+	fmt.Fprintf(b, "\n## 1. Time to Failed\n\n%d permanently failing pods created one after another, %d repetition(s) on the fork. %s\n\n",
+		ttf.Pods, len(ttf.Runs), stock)
+	t := newTable(b, "ms", "p50", "p95", "p99", "max", "stock")
 	for _, row := range []struct {
 		name string
 		q    Quantiles
@@ -129,10 +140,13 @@ func (r *Results) writeFailingScenarios(b *strings.Builder) {
 		t.row(row.name, formatNumber(row.q.P50, 0), formatNumber(row.q.P95, 0), formatNumber(row.q.P99, 0), formatNumber(row.q.Max, 0), notFailed)
 	}
 	fmt.Fprintf(b, "\n![CDF of the time to Failed](%s)\n", TimeToFailedPlot)
+}
 
+// writeFailingScenarios writes the sections of scenarios 2 and 3.
+func (r *Results) writeFailingScenarios(b *strings.Builder) {
 	fmt.Fprintf(b, "\n## 2. Driver calls per permanently failing pod over %s\n\n%d pods created at once on each kubelet, kubelet syncFrequency %s. The stock kubelet retries a failed NodePrepareResources at the pod's next resync: syncFrequency plus up to 50%% jitter.\n\n",
 		time.Duration(r.DriverCalls.Fork.WindowSeconds)*time.Second, len(r.DriverCalls.Fork.Pods), r.Settings.SyncFrequency)
-	t = newTable(b, "per pod (median)", "stock", "fork", "fork/stock")
+	t := newTable(b, "per pod (median)", "stock", "fork", "fork/stock")
 	t.compare("prepare calls", r.DriverCalls.Stock.PreparePerPod, r.DriverCalls.Fork.PreparePerPod, 1)
 	t.compare("unprepare calls", r.DriverCalls.Stock.UnpreparePerPod, r.DriverCalls.Fork.UnpreparePerPod, 1)
 	t.compare("seconds between prepare calls (median)", r.DriverCalls.Stock.RetryIntervalMedian, r.DriverCalls.Fork.RetryIntervalMedian, 1)

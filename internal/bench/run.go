@@ -128,23 +128,28 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 	}
 	for rep := range e.sizes.Repetitions {
 		order := []Kubelet{Fork, Stock}
-		if rep%2 == 1 {
+		switch {
+		case e.sizes.FailingOnly:
+			order = []Kubelet{Fork}
+		case rep%2 == 1:
 			order = []Kubelet{Stock, Fork}
 		}
 		for _, k := range order {
 			if err := e.use(ctx, k); err != nil {
 				return err
 			}
-			if err := step("4 healthy path", func() error {
-				run, err := e.healthy(ctx)
-				if k == Fork {
-					res.Healthy.Fork = append(res.Healthy.Fork, run)
-				} else {
-					res.Healthy.Stock = append(res.Healthy.Stock, run)
+			if !e.sizes.FailingOnly {
+				if err := step("4 healthy path", func() error {
+					run, err := e.healthy(ctx)
+					if k == Fork {
+						res.Healthy.Fork = append(res.Healthy.Fork, run)
+					} else {
+						res.Healthy.Stock = append(res.Healthy.Stock, run)
+					}
+					return err
+				}); err != nil {
+					return err
 				}
-				return err
-			}); err != nil {
-				return err
 			}
 			if k == Fork && !e.sizes.LatencyOnly {
 				if err := step("1 time to Failed", func() error {
@@ -167,7 +172,7 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 					return err
 				}
 			}
-			if rep > 0 || e.sizes.LatencyOnly {
+			if rep > 0 || e.sizes.only() != nil {
 				continue
 			}
 			calls, storm, transient, churn := &res.DriverCalls.Fork, &res.Storm.Fork, &res.Transient.Fork, &res.Churn.Fork
@@ -284,14 +289,11 @@ func (r *Results) goals() []Goal {
 				taints.Failed, taints.MaxFailedPerDevice(), taints.FailedOnHealthy(), taints.Running, taints.Replicas, formatNumber(taints.AllRunningSeconds, 1)),
 			taints.Replicas > 0 && taints.Failed >= 1 && taints.MaxFailedPerDevice() <= 1 && taints.FailedOnHealthy() == 0 && taints.Running == taints.Replicas},
 	}
-	if r.Sizes.LatencyOnly {
-		goals = slices.DeleteFunc(goals, func(g Goal) bool { return !latencyScenarios[g.Scenario] })
+	if only := r.Sizes.only(); only != nil {
+		goals = slices.DeleteFunc(goals, func(g Goal) bool { return !only[g.Scenario] })
 	}
 	return goals
 }
-
-// latencyScenarios are the goals' scenarios that mode Latency runs.
-var latencyScenarios = map[string]bool{"3b storm": true, "4 healthy path": true}
 
 // raisedQPSRunsText lists every repetition of scenario 3b when there are
 // several: ", median of 4 runs: 7.1, 9.8, 10.2, 14.0 s".
@@ -417,6 +419,8 @@ func (r *Results) Write(dir string) error {
 	}
 	if !r.Sizes.LatencyOnly { // the plots are of scenarios 1-3
 		files[TimeToFailedPlot] = []byte(r.timeToFailedPlot())
+	}
+	if r.Sizes.only() == nil {
 		files[DriverCallsPlot] = []byte(r.driverCallsPlot())
 		files[StormCPUPlot] = []byte(r.stormCPUPlot())
 	}

@@ -116,7 +116,14 @@ func Verdict(runs []Run) error {
 			}
 		}
 		for _, s := range r.OwnSpecs {
-			if s.State != Passed {
+			switch {
+			case skippedByGate(s.Name, r.Gates):
+				// The series' spec for the other value of the gate must have skipped itself.
+				if s.State != Skipped {
+					errs = append(errs, fmt.Errorf("%s: own spec %s: %s, want skipped with %s", r.Kubelet, s.Name, cmp.Or(s.Reason, string(s.State)), r.Gates))
+				}
+			case s.State == Passed, s.State == SkippedHere:
+			default:
 				// A failure's reason starts with Ginkgo's state (failed, timedout, ...).
 				errs = append(errs, fmt.Errorf("%s: own spec %s: %s", r.Kubelet, s.Name, cmp.Or(s.Reason, string(s.State))))
 			}
@@ -203,7 +210,11 @@ func (res Results) Table() string {
 		}
 		own := "-"
 		if len(r.OwnSpecs) > 0 {
-			own = fmt.Sprintf("%d of %d", count(r.OwnSpecs).Passed, len(r.OwnSpecs))
+			oc := count(r.OwnSpecs)
+			own = fmt.Sprintf("%d of %d", oc.Passed, len(r.OwnSpecs))
+			if skipped := oc.Skipped + oc.SkippedHere; skipped > 0 {
+				own += fmt.Sprintf(" (%d skipped)", skipped)
+			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", r.Kubelet, gates, c.Run, c.Passed, c.Failed,
 			c.Skipped, c.SkippedHere, r.CDISpecsLeft, own, r.WallTime)
@@ -219,7 +230,7 @@ func (res Results) Markdown() string {
 	if node == "" {
 		node = "this host, systemd hidden from the suite"
 	}
-	fmt.Fprintf(&b, "# Upstream's DRA node e2e suite: stock vs. fork\n\nStarted %s, %s in all. Focus `%s`. "+
+	fmt.Fprintf(&b, "# Upstream's DRA node e2e suite: stock vs. fork vs. series\n\nStarted %s, %s in all. Focus `%s`. "+
 		"Ran on: %s. Images built here: %s (registry host omitted).\n\n",
 		res.Started.UTC().Format(time.RFC3339), res.WallTime, res.Focus, node, strings.Join(res.Images, ", "))
 	b.WriteString(res.Table())
@@ -314,10 +325,16 @@ func (res Results) Markdown() string {
 		fmt.Fprintf(&b, "- %s: %s\n", name, skippedBySpec[name])
 	}
 
-	b.WriteString("\n## The patch series' own spec (patched test binary, focus `" + OwnSpecFocus + "`)\n\n")
+	b.WriteString("\n## The series' own specs\n\nfork-gate-on: the fork's series' spec (patched test binary, focus `" + OwnSpecFocus + "`). " +
+		"series-gate-*: the specs the upstream-shaped series adds to `test/e2e_node/dra_test.go`, run with upstream's by its own test binary; " +
+		"each skips itself unless the gate has the value it tests.\n\n")
 	for _, r := range res.Runs {
 		for _, s := range r.OwnSpecs {
-			fmt.Fprintf(&b, "- %s: %s: **%s** (%.0fs)\n", r.Kubelet, s.Name, s.State, s.Duration.Seconds())
+			state := string(s.State)
+			if s.State == Skipped || s.State == SkippedHere {
+				state += ": " + s.Reason
+			}
+			fmt.Fprintf(&b, "- %s: %s: **%s** (%.0fs)\n", r.Kubelet, s.Name, state, s.Duration.Seconds())
 		}
 	}
 	return b.String()
@@ -335,7 +352,7 @@ func sortedKeys(m map[string]string) []string {
 // verdictText says what a passing verdict means for these runs.
 func verdictText(runs []Run) string {
 	if comparesWithStock(runs) {
-		return "The fork agrees with stock spec by spec."
+		return "Every other kubelet agrees with stock spec by spec."
 	}
 	return "Every spec that ran passed."
 }

@@ -58,6 +58,9 @@ var restartSpecs = []string{
 	"must run pod if NodePrepareResources is in progress for one plugin when Kubelet restarts",
 	"must call NodeUnprepareResources again if it's in progress for one plugin when Kubelet restarts",
 	"must be removed on kubelet startup",
+	// The series' own (SeriesSpecs).
+	"must not call NodePrepareResources again for a running pod after Kubelet restart",
+	"must fail pod if NodePrepareResources fails permanently after Kubelet restart",
 }
 
 // nodeAllocatable is skipped everywhere: it belongs to the cluster e2e suite.
@@ -99,26 +102,83 @@ func skipReason(skips []Skip, name string) (string, bool) {
 
 // Kubelet is one of the kubelets the suite runs against.
 type Kubelet struct {
-	// Name names the run in reports: stock, fork-gate-off, fork-gate-on.
+	// Name names the run in reports: stock, fork-gate-off, fork-gate-on, series-gate-off,
+	// series-gate-on.
 	Name string
 	// Path is the kubelet binary.
 	Path string
-	// FeatureGates go to the kubelet only (through --kubelet-flags): upstream's test binary
-	// does not know the fork's gate, so they cannot go through the suite's --feature-gates.
+	// FeatureGates go to the kubelet (through --kubelet-flags): upstream's test binary does not
+	// know the fork's gate, so they cannot go through the suite's --feature-gates (the series'
+	// test binary does: Series).
 	FeatureGates map[string]bool
 	// OwnSpec: also run the patch series' own spec (OwnSpecFocus) with the patched test binary.
 	OwnSpec bool
+	// Series: the kubelet of the upstream-shaped series (upstream/patches/). Its suite is the
+	// series' own e2e_node.test (Config.SeriesTestBinary): upstream's DRA specs, compared with
+	// stock's, and the series' new ones (SeriesSpecs), reported as its own specs. That binary
+	// knows the gate, so FeatureGates go to the suite too, and the new specs skip themselves
+	// as the gate says (SeriesSpec.Gate).
+	Series bool
 }
 
 // stockRun names the run the others are compared with.
 const stockRun = "stock"
 
-// Kubelets are the three runs of make test-upstream-e2e, in order.
-func Kubelets(stock, fork string) []Kubelet {
+// Kubelets are the runs of make test-upstream-e2e, in order: stock, the fork's kubelet and the
+// series' kubelet, each with the gate off and on.
+func Kubelets(stock, fork, series string) []Kubelet {
 	gate := string(failfastdra.DRAHandlePermanentDriverFailures)
 	return []Kubelet{
 		{Name: stockRun, Path: stock},
 		{Name: "fork-gate-off", Path: fork, FeatureGates: map[string]bool{gate: false}},
 		{Name: "fork-gate-on", Path: fork, FeatureGates: map[string]bool{gate: true}, OwnSpec: true},
+		{Name: "series-gate-off", Path: series, FeatureGates: map[string]bool{gate: false}, Series: true},
+		{Name: "series-gate-on", Path: series, FeatureGates: map[string]bool{gate: true}, Series: true},
 	}
+}
+
+// SeriesSpec is one of the specs the series adds to test/e2e_node/dra_test.go (0008).
+type SeriesSpec struct {
+	// Text is the spec's text in the It call.
+	Text string
+	// Gate is the value of DRAHandlePermanentDriverFailures the spec needs (it skips itself
+	// otherwise); nil: it runs either way.
+	Gate *bool
+}
+
+var gateOn, gateOff = true, false
+
+// SeriesSpecs are the series' node e2e specs; TestSeriesSpecsMatchPatch keeps the list equal
+// to the It calls 0008 adds.
+var SeriesSpecs = []SeriesSpec{
+	{"must fail pod if NodePrepareResources fails permanently", &gateOn},
+	{"must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds", nil},
+	{"must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled", &gateOff},
+	{"must fail pod only after NodeUnprepareResources succeeds if NodePrepareResources fails permanently", &gateOn},
+	{"must not call NodePrepareResources again for a running pod after Kubelet restart, nor fail it", &gateOn},
+	{"must fail pod if NodePrepareResources fails permanently after Kubelet restart", &gateOn},
+	{"must fail pod and unprepare the claims of both plugins if NodePrepareResources fails permanently for one plugin", &gateOn},
+}
+
+// seriesSpec returns the series' spec whose text the spec's full name holds (the longest: one
+// text can be the start of another), if any.
+func seriesSpec(name string) (SeriesSpec, bool) {
+	var found SeriesSpec
+	for _, s := range SeriesSpecs {
+		if strings.Contains(name, s.Text) && len(s.Text) > len(found.Text) {
+			found = s
+		}
+	}
+	return found, found.Text != ""
+}
+
+// skippedByGate reports whether the series' spec named name skips itself with these gates (a
+// Run's Gates).
+func skippedByGate(name, gates string) bool {
+	s, ok := seriesSpec(name)
+	if !ok || s.Gate == nil {
+		return false
+	}
+	on := strings.Contains(gates, string(failfastdra.DRAHandlePermanentDriverFailures)+"=true")
+	return on != *s.Gate
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// OwnTestBinary is e2e_node.test built from the patched tree, which holds the series' own
 	// spec; used for Kubelet.OwnSpec.
 	OwnTestBinary string
+	// SeriesTestBinary is e2e_node.test built from the upstream-shaped series' tree, which
+	// holds the series' node e2e specs (SeriesSpecs); used for Kubelet.Series.
+	SeriesTestBinary string
 	// KubeletConfig is upstream's base KubeletConfiguration for the suite
 	// (test/e2e_node/jenkins/default-kubelet-config.yaml of the pristine tree).
 	KubeletConfig string
@@ -58,7 +61,9 @@ type Run struct {
 	Gates    string        `json:"gates,omitempty"`
 	WallTime time.Duration `json:"wallTime"`
 	Specs    []SpecResult  `json:"specs"`
-	// OwnSpecs are the patch series' own specs (Kubelet.OwnSpec), run with the patched binary.
+	// OwnSpecs are the patch series' own specs: for Kubelet.OwnSpec those of the fork's
+	// series, run with the patched binary; for Kubelet.Series those of the upstream-shaped
+	// series (SeriesSpecs), run with its binary together with upstream's.
 	OwnSpecs []SpecResult `json:"ownSpecs,omitempty"`
 	// CDISpecsLeft counts the CDI specs left in /var/run/cdi after the upstream specs (removed
 	// by the runtime): upstream's test driver leaves the specs of claims it prepared when a spec
@@ -72,8 +77,9 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RunKubelet runs the DRA specs of the upstream binary against k, then, for k.OwnSpec, the
-// patch series' own spec with the patched binary: each in a fresh container runtime.
+// RunKubelet runs the DRA specs of the upstream binary (the series' binary for k.Series)
+// against k, then, for k.OwnSpec, the patch series' own spec with the patched binary: each in a
+// fresh container runtime.
 func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
 	start := time.Now()
 	run := Run{Kubelet: k.Name, Gates: gatesFlag(k.FeatureGates)}
@@ -85,9 +91,19 @@ func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
 	if focus == "" {
 		focus = Focus
 	}
-	specs, suite, left, err := runSuite(ctx, cfg, k, cfg.TestBinary, focus, filepath.Join(cfg.OutDir, k.Name))
+	binary := cfg.TestBinary
+	if k.Series {
+		binary = cfg.SeriesTestBinary
+	}
+	specs, suite, left, err := runSuite(ctx, cfg, k, binary, focus, filepath.Join(cfg.OutDir, k.Name))
 	run.Specs, run.SuiteFailures, run.CDISpecsLeft = specs, suite, left
 	errs = append(errs, err)
+	if k.Series && err == nil {
+		run.Specs, run.OwnSpecs = splitSeriesSpecs(specs)
+		if missing := missingSeriesSpecs(run.OwnSpecs); len(missing) > 0 && focus == Focus {
+			errs = append(errs, fmt.Errorf("the series' test binary %s has no spec %q", binary, missing))
+		}
+	}
 	if k.OwnSpec && err == nil {
 		own, suite, left, err := runSuite(ctx, cfg, k, cfg.OwnTestBinary, OwnSpecFocus, filepath.Join(cfg.OutDir, k.Name+"-own-spec"))
 		run.OwnSpecs, run.OwnCDISpecsLeft = own, left
@@ -102,6 +118,32 @@ func RunKubelet(ctx context.Context, cfg Config, k Kubelet) Run {
 	}
 	run.WallTime = time.Since(start).Round(time.Second)
 	return run
+}
+
+// splitSeriesSpecs separates the series' own specs (SeriesSpecs) from upstream's.
+func splitSeriesSpecs(specs []SpecResult) (upstream, own []SpecResult) {
+	for _, s := range specs {
+		if _, ok := seriesSpec(s.Name); ok {
+			own = append(own, s)
+		} else {
+			upstream = append(upstream, s)
+		}
+	}
+	return upstream, own
+}
+
+// missingSeriesSpecs returns the texts of SeriesSpecs that no spec of own has.
+func missingSeriesSpecs(own []SpecResult) []string {
+	var missing []string
+	for _, want := range SeriesSpecs {
+		if !slices.ContainsFunc(own, func(s SpecResult) bool {
+			found, _ := seriesSpec(s.Name)
+			return found.Text == want.Text
+		}) {
+			missing = append(missing, want.Text)
+		}
+	}
+	return missing
 }
 
 // runSuite runs binary once with focus against k and returns the focused specs' results and
@@ -212,8 +254,8 @@ func runBinary(ctx context.Context, cfg Config, k Kubelet, binary, focus, endpoi
 	for _, flag := range kubeletFlags(k) {
 		args = append(args, "--kubelet-flags="+flag)
 	}
-	if k.OwnSpec && binary == cfg.OwnTestBinary {
-		// The patched binary knows the fork's gate: its specs skip themselves unless it is on.
+	if k.Series || (k.OwnSpec && binary == cfg.OwnTestBinary) {
+		// These binaries know the gate: their specs skip themselves as it says.
 		args = append(args, "--feature-gates="+gatesFlag(k.FeatureGates))
 	}
 	logf(cfg.Log, "%s: %s %s", k.Name, filepath.Base(binary), strings.Join(args, " "))

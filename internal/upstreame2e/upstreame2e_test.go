@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,77 @@ func run(name string, states map[string]State) Run {
 	return r
 }
 
+// Full names of series specs as Ginkgo reports them (containers, leaf, labels).
+const (
+	seriesPrefix  = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Resource Kubelet Plugin "
+	permanentSpec = seriesPrefix + "must fail pod if NodePrepareResources fails permanently [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha]"
+	restartSpec   = seriesPrefix + "must fail pod if NodePrepareResources fails permanently after Kubelet restart [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha]"
+	disabledSpec  = seriesPrefix + "must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled"
+	untypedSpec   = seriesPrefix + "must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds"
+)
+
+// seriesRun is a series run with one upstream spec passed and these own specs.
+func seriesRun(gates string, own map[string]State) Run {
+	r := run("series", map[string]State{"a": Passed})
+	r.Gates = gates
+	for spec, state := range own {
+		r.OwnSpecs = append(r.OwnSpecs, SpecResult{Name: spec, State: state, Reason: string(state)})
+	}
+	return r
+}
+
+func TestSplitSeriesSpecs(t *testing.T) {
+	specs := []SpecResult{{Name: seriesPrefix + "must run pod if NodePrepareResources fails and then succeeds [Serial]"},
+		{Name: permanentSpec}, {Name: restartSpec}}
+	upstream, own := splitSeriesSpecs(specs)
+	if len(upstream) != 1 || len(own) != 2 {
+		t.Fatalf("split into %d upstream, %d own specs, want 1 and 2", len(upstream), len(own))
+	}
+	// The longer text wins: the restart spec is not taken for the one its text starts with.
+	if s, _ := seriesSpec(restartSpec); !strings.HasSuffix(s.Text, "after Kubelet restart") {
+		t.Errorf("seriesSpec(%q) = %q", restartSpec, s.Text)
+	}
+	missing := missingSeriesSpecs(own)
+	if len(missing) != len(SeriesSpecs)-2 || slices.Contains(missing, SeriesSpecs[0].Text) {
+		t.Errorf("missing %q, want every series spec but the two given", missing)
+	}
+	if !skippedByGate(disabledSpec, "DRAHandlePermanentDriverFailures=true") || skippedByGate(disabledSpec, "DRAHandlePermanentDriverFailures=false") ||
+		!skippedByGate(permanentSpec, "DRAHandlePermanentDriverFailures=false") || skippedByGate(untypedSpec, "DRAHandlePermanentDriverFailures=false") {
+		t.Error("skippedByGate does not follow the specs' gates")
+	}
+}
+
+// TestSeriesSpecsMatchPatch: SeriesSpecs are exactly the specs the series' node e2e patch adds,
+// and each spec's gate is the one it checks.
+func TestSeriesSpecsMatchPatch(t *testing.T) {
+	patches, err := filepath.Glob("../../upstream/patches/*-e2e_node-*.patch")
+	if err != nil || len(patches) != 1 {
+		t.Fatalf("the series' node e2e patch: %q, %v", patches, err)
+	}
+	data, err := os.ReadFile(patches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := regexp.MustCompile(`(?m)^\+[ \t]*(?:f|ginkgo)\.It\("([^"]+)",(.*)$`).FindAllStringSubmatch(string(data), -1)
+	if len(added) != len(SeriesSpecs) {
+		t.Fatalf("%s adds %d specs, SeriesSpecs lists %d", patches[0], len(added), len(SeriesSpecs))
+	}
+	for i, m := range added {
+		want := SeriesSpecs[i]
+		if m[1] != want.Text {
+			t.Errorf("spec %d: the patch has %q, SeriesSpecs %q", i, m[1], want.Text)
+		}
+		// A gate-on spec carries the gate's label; the gate-off one says "disabled".
+		gateOnLabel := strings.Contains(m[2], "WithFeatureGate(features.DRAHandlePermanentDriverFailures)")
+		switch {
+		case want.Gate == nil && (gateOnLabel || strings.Contains(m[1], "disabled")),
+			want.Gate != nil && *want.Gate != gateOnLabel,
+			want.Gate != nil && !*want.Gate && !strings.Contains(m[1], "disabled"):
+			t.Errorf("spec %q: gate %v does not match the patch (label %t)", m[1], want.Gate, gateOnLabel)
+		}
+	}
+}
+
 func TestVerdict(t *testing.T) {
 	same := map[string]State{"a": Passed, "b": Failed, "c": SkippedHere}
 	for _, tc := range []struct {
@@ -203,6 +275,23 @@ func TestVerdict(t *testing.T) {
 				return r
 			}()},
 			wantErr: []string{"own spec own: timedout: Timed out after 120.000s."}},
+		{name: "series: gate-on specs pass, the gate-off one skips itself",
+			runs: []Run{seriesRun("DRAHandlePermanentDriverFailures=true", map[string]State{
+				permanentSpec: Passed, restartSpec: Passed, disabledSpec: Skipped, untypedSpec: Passed})}},
+		{name: "series: gate-off spec passes, gate-on ones skip themselves",
+			runs: []Run{seriesRun("DRAHandlePermanentDriverFailures=false", map[string]State{
+				permanentSpec: Skipped, restartSpec: Skipped, disabledSpec: Passed, untypedSpec: Passed})}},
+		{name: "series: a restart spec skipped here on the host",
+			runs: []Run{seriesRun("DRAHandlePermanentDriverFailures=true", map[string]State{permanentSpec: Passed, restartSpec: SkippedHere})}},
+		{name: "series: a spec for the other gate value ran",
+			runs:    []Run{seriesRun("DRAHandlePermanentDriverFailures=true", map[string]State{permanentSpec: Passed, disabledSpec: Passed})},
+			wantErr: []string{"want skipped with DRAHandlePermanentDriverFailures=true"}},
+		{name: "series: a gate-on spec skipped itself with the gate on",
+			runs:    []Run{seriesRun("DRAHandlePermanentDriverFailures=true", map[string]State{permanentSpec: Skipped})},
+			wantErr: []string{"own spec " + permanentSpec + ": skipped"}},
+		{name: "series: a gate-independent spec failed",
+			runs:    []Run{seriesRun("DRAHandlePermanentDriverFailures=false", map[string]State{untypedSpec: Failed})},
+			wantErr: []string{"own spec " + untypedSpec + ": failed"}},
 		{name: "the fork leaves more CDI specs than stock",
 			runs: []Run{func() Run { r := run("stock", same); r.CDISpecsLeft = 4; return r }(),
 				func() Run { r := run("fork-gate-off", same); r.CDISpecsLeft = 4; return r }(),
@@ -254,7 +343,7 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"| stock | (defaults) | 2 | 1 | 1 | 0 | 0 | 0 | - | 1m30s |",
 		"| fork-gate-on | G=true | 2 | 1 | 1 | 0 | 0 | 0 | 1 of 1 | 0s |",
-		"The fork agrees with stock spec by spec.",
+		"Every other kubelet agrees with stock spec by spec.",
 		"| x must work | passed (3s) | passed (0s) |",
 		"- stock: x must fail\n  - failed: boom (test/e2e_node/dra_test.go:1)",
 		"- fork-gate-on: own spec: **passed** (100s)",
@@ -294,7 +383,7 @@ func TestPathWithout(t *testing.T) {
 }
 
 func TestKubeletFlags(t *testing.T) {
-	for _, k := range Kubelets("stock", "fork") {
+	for _, k := range Kubelets("stock", "fork", "series") {
 		flags := strings.Join(kubeletFlags(k), " ")
 		if !strings.Contains(flags, "--system-cgroups= ") {
 			t.Errorf("%s: flags %q keep the suite's /system cgroup", k.Name, flags)

@@ -136,6 +136,7 @@ func outcomes(t *testing.T, driver, outcome string) float64 {
 // retries them; switching the rule back to Honor, without restarting the
 // kubelet, fails the pod at its next retry.
 func TestPolicyIgnore(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	t.Parallel()
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "ignored.dra-failfast.test", Devices: 2})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{Permanent: failfastdra.PermanentIgnore})
@@ -167,6 +168,7 @@ func TestPolicyIgnore(t *testing.T) {
 // the pod at its 3rd failed attempt (3 prepares, 1 unprepare, no more), and a
 // Job whose podFailurePolicy matches the condition fails at its first pod.
 func TestPolicyRetryBudget(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	t.Parallel()
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget.dra-failfast.test", Devices: 4})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
@@ -208,6 +210,7 @@ func TestPolicyRetryBudget(t *testing.T) {
 // of a budget of 3 attempts than the pod's own retries would: the pod is not
 // Failed.
 func TestPolicyRetryBudgetIgnoresSyncTriggers(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	t.Parallel()
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "annotated.dra-failfast.test", Devices: 2})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
@@ -244,6 +247,7 @@ func TestPolicyRetryBudgetIgnoresSyncTriggers(t *testing.T) {
 // first call once more (the template's behavior): the budget leaves room for
 // that one.
 func TestPolicyRetryBudgetCountsOnlyDriverAnswers(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	t.Parallel()
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget-safety.dra-failfast.test", Devices: 2})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 3}})
@@ -289,6 +293,7 @@ func TestPolicyRetryBudgetCountsOnlyDriverAnswers(t *testing.T) {
 // failing, the budget of 1 runs out, and the kubelet downgrades the failure
 // as it does a Permanent answer. Not parallel: it restarts the kubelet.
 func TestPolicyRetryBudgetNeverFailsRunningPod(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "budget-running.dra-failfast.test", Devices: 2})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{RetryBudget: &failfastdra.RetryBudget{Attempts: 1}})
 	ns := namespaceFor(t)
@@ -328,6 +333,7 @@ func TestPolicyRetryBudgetNeverFailsRunningPod(t *testing.T) {
 // fail the pod, and the missing file is counted. Not parallel: it holds the
 // node's policy file away from every other test.
 func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "gap.dra-failfast.test", Devices: 2})
 	setDriverRule(t, d.Name(), failfastdra.DriverRule{Permanent: failfastdra.PermanentIgnore})
 	ns := namespaceFor(t)
