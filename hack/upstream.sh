@@ -37,8 +37,11 @@ KUBELET_APIS=staging/src/k8s.io/kubelet/pkg/apis
 UPSTREAM_TOOLS="${OUTPUT_DIR}/tools/upstream"
 GENERATED_MANIFEST="${REPO_ROOT}/upstream/generated.txt"
 # Upstream's verify scripts that apply to what the series changes and run here (offline, without
-# hack/tools, which the module zip lacks); upstream/README.md lists the others and why not.
-UPSTREAM_VERIFY_SCRIPTS=(verify-gofmt.sh verify-featuregates.sh verify-test-featuregates.sh)
+# hack/tools, which the module zip lacks); verify also runs the checks of verify-import-boss.sh and
+# of verify-golangci-lint.sh's logcheck on the changed packages; upstream/README.md lists the
+# others and why not.
+UPSTREAM_VERIFY_SCRIPTS=(verify-gofmt.sh verify-featuregates.sh verify-test-featuregates.sh verify-pkg-names.sh
+  verify-test-code.sh verify-import-aliases.sh)
 # The series' integration tests, PACKAGE:TEST-REGEXP: run with etcd (hack/build-cluster-binaries.sh) on
 # PATH, as upstream's hack/make-rules/test-integration.sh runs them. Only the tests the series
 # extends: the whole package takes many minutes.
@@ -173,6 +176,25 @@ verify() {
     (cd "${tree}" && GOWORK="${work}" GOTOOLCHAIN=local bash "hack/${script}") || die "upstream's hack/${script} failed on the series"
     log "upstream's hack/${script}: ok"
   done
+  # The checks of two more of upstream's verify scripts, on the changed packages (test/ included):
+  # hack/verify-import-boss.sh runs ./cmd/import-boss of the tree on every package of the workspace
+  # (the .import-restrictions files); hack/verify-golangci-lint.sh runs logcheck as a golangci-lint
+  # plugin with hack/logcheck.conf, golangci-lint and the plugin built from hack/tools, which the
+  # module zip lacks: logcheck runs here as its own command (hack/tools/go.mod pins it).
+  # hack/verify-boilerplate.sh cannot run its boilerplate.py: module zips keep no file modes.
+  log "hack/boilerplate/boilerplate.py on the changed files"
+  local -a changed_files=()
+  mapfile -t changed_files < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD)
+  local wrong
+  wrong=$(cd "${tree}" && python3 hack/boilerplate/boilerplate.py "${changed_files[@]}") || die "boilerplate.py failed"
+  [ -z "${wrong}" ] || die "boilerplate header wrong in: ${wrong}"
+  log "import-boss (./cmd/import-boss) on the changed packages"
+  (cd "${tree}" && GOWORK="${work}" GOPROXY=off go run ./cmd/import-boss "${packages[@]}" "${test_packages[@]}") ||
+    die "import-boss: the series breaks an import restriction (above)"
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" sigs.k8s.io/logtools/logcheck)
+  log "logcheck -config hack/logcheck.conf on the changed packages"
+  (cd "${tree}" && GOWORK="${work}" GOFLAGS="${GOFLAGS} -tags=selinux,notest,grpcnotrace" "${UPSTREAM_TOOLS}/logcheck" -config hack/logcheck.conf "${packages[@]}" "${test_packages[@]}") ||
+    die "logcheck: the series' logging breaks upstream's rules (above)"
   log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s)"
 }
 
