@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -90,7 +92,7 @@ func (f *PrepareFailures) Record(ctx context.Context, driver string, sent []*dra
 func (f *PrepareFailures) Err(ctx context.Context) error {
 	if len(f.results) == 0 {
 		if f.enabled && podHasClaims(f.pod) {
-			f.manager.prepared.add(klog.FromContext(ctx), f.pod.UID, f.devices)
+			f.manager.prepared.add(klog.FromContext(ctx), f.pod.UID, f.devices, f.everyClaimPreparedNow())
 		}
 		return nil
 	}
@@ -109,4 +111,33 @@ func (f *PrepareFailures) Err(ctx context.Context) error {
 // podHasClaims tells whether the DRA manager prepares claims for pod.
 func podHasClaims(pod *v1.Pod) bool {
 	return len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil
+}
+
+// everyClaimPreparedNow tells whether this attempt prepared every claim of
+// the pod, each driver returning devices for it (the DRA manager calls every
+// driver of a claim that it prepares, and only after all answered without an
+// error does Err run). The DRA manager's checkpoint, which it writes with
+// those devices before the sandbox, then proves the pod prepared
+// (podsPrepared) without a read of it. A claim prepared before, for another
+// pod, is not in f.claims: the checkpoint has to be read then.
+func (f *PrepareFailures) everyClaimPreparedNow() bool {
+	for _, drivers := range f.devices {
+		for _, count := range drivers {
+			if count == 0 {
+				return false
+			}
+		}
+	}
+	names := sets.New[string]()
+	for _, claim := range f.claims {
+		names.Insert(claim.Name)
+	}
+	for i := range f.pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(f.pod, &f.pod.Spec.ResourceClaims[i])
+		if err != nil || name != nil && !names.Has(*name) {
+			return false
+		}
+	}
+	extended := f.pod.Status.ExtendedResourceClaimStatus
+	return extended == nil || names.Has(extended.ResourceClaimName)
 }

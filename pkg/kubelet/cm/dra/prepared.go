@@ -73,6 +73,10 @@ type preparedPods struct {
 	writing sync.Mutex
 	// checkpoints is the kubelet's root directory; nil: memory only.
 	checkpoints checkpointmanager.CheckpointManager
+	// draCheckpoint reads the DRA manager's checkpoint in that directory:
+	// a manager of its own, so that a pod's read never waits behind the
+	// record's write (a CheckpointManager holds one mutex for both).
+	draCheckpoint checkpointmanager.CheckpointManager
 	// dir is that directory, for messages.
 	dir string
 }
@@ -88,7 +92,12 @@ func (p *preparedPods) load(logger klog.Logger, stateDir string) {
 		logger.Error(err, "DRA: record of prepared pods kept in memory only", "dir", stateDir)
 		return
 	}
-	p.checkpoints, p.dir = checkpoints, stateDir
+	draCheckpoint, err := checkpointmanager.NewCheckpointManager(stateDir)
+	if err != nil {
+		logger.Error(err, "DRA: record of prepared pods kept in memory only", "dir", stateDir)
+		return
+	}
+	p.checkpoints, p.draCheckpoint, p.dir = checkpoints, draCheckpoint, stateDir
 	var record preparedPodsFile
 	switch err := checkpoints.GetCheckpoint(PreparedPodsCheckpoint, &record); {
 	case errors.Is(err, checkpointerrors.ErrCheckpointNotFound):
@@ -115,19 +124,22 @@ func (p *preparedPods) load(logger klog.Logger, stateDir string) {
 // maxUnwritten is how many pods the record may hold that its file does not:
 // pods the DRA checkpoint proves prepared (add), which load finds there.
 // Every maxUnwritten-th such pod writes the file all the same, which drops
-// from memory the pods the DRA checkpoint no longer lists.
+// from memory the pods the DRA checkpoint no longer lists (again
+// maxUnwritten pods later if that write failed).
 const maxUnwritten = 64
 
 // add records that pod uid's claims were prepared; devices are the devices
-// each driver returned for the claims prepared now, per claim and driver.
-// Only the first call for a pod writes the file, before it returns, and not
-// even that one when the DRA manager's checkpoint will prove the pod
-// prepared by itself (podsPrepared, what load reads after a restart): the
-// DRA manager writes it, with those devices, before the kubelet creates the
-// pod's sandbox. So a healthy pod costs the record no disk write (fsync)
-// unless a driver returned no device for a claim. The write also drops the
-// pods that the DRA checkpoint no longer lists.
-func (p *preparedPods) add(logger klog.Logger, uid types.UID, devices map[types.UID]map[string]int) {
+// each driver returned for the claims prepared now, per claim and driver, and
+// preparedNow tells that those were all of the pod's claims, each with
+// devices from every driver. Only the first call for a pod writes the file,
+// before it returns, and not even that one when the DRA manager's checkpoint
+// will prove the pod prepared by itself (podsPrepared, what load reads after
+// a restart): the DRA manager writes it, with those devices, before the
+// kubelet creates the pod's sandbox. So a healthy pod costs the record no
+// disk write (fsync) unless a driver returned no device for a claim, and no
+// read either when preparedNow. The write also drops the pods that the DRA
+// checkpoint no longer lists.
+func (p *preparedPods) add(logger klog.Logger, uid types.UID, devices map[types.UID]map[string]int, preparedNow bool) {
 	p.mu.Lock()
 	if p.uids.Has(uid) {
 		p.mu.Unlock()
@@ -142,7 +154,10 @@ func (p *preparedPods) add(logger klog.Logger, uid types.UID, devices map[types.
 	memoryOnly := p.checkpoints == nil
 	unwritten := p.changes - p.written
 	p.mu.Unlock()
-	if memoryOnly || unwritten < maxUnwritten && p.proven(uid, devices) {
+	// Only the pod that brings the unwritten count to a multiple of
+	// maxUnwritten writes for housekeeping: the pods of a batch prepared at
+	// once do not queue behind its fsync.
+	if memoryOnly || unwritten%maxUnwritten != 0 && (preparedNow || p.proven(uid, devices)) {
 		return
 	}
 	if err := p.write(); err != nil {
@@ -221,7 +236,7 @@ func (p *preparedPods) draClaims() (state.ClaimInfoStateList, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.checkpoints.GetCheckpoint(draManagerCheckpoint, checkpoint); err != nil {
+	if err := p.draCheckpoint.GetCheckpoint(draManagerCheckpoint, checkpoint); err != nil {
 		if errors.Is(err, checkpointerrors.ErrCheckpointNotFound) {
 			return nil, nil
 		}

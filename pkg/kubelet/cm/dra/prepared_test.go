@@ -275,7 +275,7 @@ func TestPreparedPodsConcurrentAdds(t *testing.T) {
 	for i, pod := range pods {
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 100 * time.Microsecond) // spread over several writes
-			m.prepared.add(klog.FromContext(ctx), types.UID(pod), noDevice("b"))
+			m.prepared.add(klog.FromContext(ctx), types.UID(pod), noDevice("b"), false)
 			if !slices.Contains(k.recorded(), pod) {
 				t.Errorf("add(%s) returned before the record held it", pod)
 			}
@@ -307,13 +307,13 @@ func TestPreparedPodAddedDuringAWrite(t *testing.T) {
 	m, ctx, _ := k.kubelet()
 	logger := klog.FromContext(ctx)
 	added := make(chan struct{})
-	hooked := &hookedCheckpoints{CheckpointManager: m.prepared.checkpoints}
+	hooked := &hookedCheckpoints{CheckpointManager: m.prepared.draCheckpoint}
 	hooked.afterDRARead = func() {
 		k.writeDRACheckpoint(claim{uid: "a", pods: []string{"y"}, devices: map[string][]string{"d.example.com": {"dev"}}},
 			claim{uid: "b", pods: []string{"x"}, devices: map[string][]string{"d.example.com": {"dev"}}})
 		go func() {
 			defer close(added)
-			m.prepared.add(logger, "x", noDevice("b"))
+			m.prepared.add(logger, "x", noDevice("b"), false)
 		}()
 		err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			m.prepared.mu.Lock()
@@ -324,8 +324,8 @@ func TestPreparedPodAddedDuringAWrite(t *testing.T) {
 			t.Errorf("add(x) did not record x: %v", err)
 		}
 	}
-	m.prepared.checkpoints = hooked
-	m.prepared.add(logger, "y", noDevice("a"))
+	m.prepared.draCheckpoint = hooked
+	m.prepared.add(logger, "y", noDevice("a"), false)
 	<-added
 	if !m.prepared.has("x") || !slices.Equal(k.recorded(), []string{"x", "y"}) {
 		t.Errorf("x recorded in memory: %v, on disk: %v; want both x and y", m.prepared.has("x"), k.recorded())
@@ -359,7 +359,7 @@ func TestPreparedPodProvenByDRACheckpoint(t *testing.T) {
 	if got := k.recorded(); len(got) != 0 {
 		t.Fatalf("record at start = %v, want empty", got)
 	}
-	m.prepared.add(logger, "ran", map[types.UID]map[string]int{"a": {"d.example.com": 1}})
+	m.prepared.add(logger, "ran", map[types.UID]map[string]int{"a": {"d.example.com": 1}}, false)
 	if !m.prepared.has("ran") {
 		t.Error("pod proven by the DRA checkpoint: not in the record in memory")
 	}
@@ -383,7 +383,7 @@ func TestPreparedPodProvenByDRACheckpoint(t *testing.T) {
 	}
 	k.writeDRACheckpoint(claims...)
 	for i, c := range claims {
-		m.prepared.add(logger, types.UID(c.pods[0]), map[types.UID]map[string]int{types.UID(c.uid): {"d.example.com": 1}})
+		m.prepared.add(logger, types.UID(c.pods[0]), map[types.UID]map[string]int{types.UID(c.uid): {"d.example.com": 1}}, false)
 		if written := len(k.recorded()); i < maxUnwritten-2 && written != 1 {
 			t.Fatalf("after %d healthy pods the record on disk holds %d pods, want 1 (ran, from the restart)", i+1, written)
 		}
@@ -412,8 +412,9 @@ func (h *hookedCheckpoints) GetCheckpoint(key string, checkpoint checkpointmanag
 
 // BenchmarkPreparedPodsAdd measures what the record costs a pod's first
 // prepare with the DRA checkpoint of a node that runs 100 DRA pods: a
-// healthy pod ("record": a read of the DRA checkpoint, a write every
-// maxUnwritten pods), a pod whose driver returned no device ("record, no
+// healthy pod ("record, every claim prepared now": a write every
+// maxUnwritten pods; "record": a pod with a claim prepared before, for another
+// pod, which adds a read of the DRA checkpoint), a pod whose driver returned no device ("record, no
 // device": a read and a write with fsync), and for comparison one write of
 // the DRA manager's own checkpoint ("DRA checkpoint"), which every kubelet
 // makes at least twice per prepare.
@@ -434,26 +435,212 @@ func BenchmarkPreparedPodsAdd(b *testing.B) {
 	// Each add is a new pod; the DRA checkpoint lists it, so the record
 	// keeps growing like a node's: take one of the 100 and drop it from
 	// memory first.
-	addEach := func(b *testing.B, devices func(claim string) map[types.UID]map[string]int) {
+	addEach := func(b *testing.B, devices func(claim string) map[types.UID]map[string]int, preparedNow bool) {
 		for i := 0; b.Loop(); i++ {
 			uid := types.UID(pods[i%len(pods)])
 			m.prepared.mu.Lock()
 			m.prepared.uids.Delete(uid)
 			m.prepared.mu.Unlock()
-			m.prepared.add(logger, uid, devices(claims[i%len(claims)].uid))
+			m.prepared.add(logger, uid, devices(claims[i%len(claims)].uid), preparedNow)
 		}
 	}
-	b.Run("record", func(b *testing.B) {
-		addEach(b, func(claim string) map[types.UID]map[string]int {
-			return map[types.UID]map[string]int{types.UID(claim): {"d.example.com": 1}}
-		})
-	})
+	oneDevice := func(claim string) map[types.UID]map[string]int {
+		return map[types.UID]map[string]int{types.UID(claim): {"d.example.com": 1}}
+	}
+	b.Run("record, every claim prepared now", func(b *testing.B) { addEach(b, oneDevice, true) })
+	b.Run("record", func(b *testing.B) { addEach(b, oneDevice, false) })
 	b.Run("record, no device", func(b *testing.B) {
-		addEach(b, func(claim string) map[types.UID]map[string]int { return noDevice(claim) })
+		addEach(b, func(claim string) map[types.UID]map[string]int { return noDevice(claim) }, false)
 	})
 	b.Run("DRA checkpoint", func(b *testing.B) {
 		for b.Loop() {
 			k.writeDRACheckpoint(claims...)
 		}
 	})
+}
+
+// everyClaimPreparedNow decides whether add may skip the read of the DRA
+// checkpoint: only when every claim of the pod was prepared in this attempt
+// and every driver returned devices for it.
+func TestEveryClaimPreparedNow(t *testing.T) {
+	named := func(name string) v1.PodResourceClaim {
+		return v1.PodResourceClaim{Name: name, ResourceClaimName: &name}
+	}
+	fromTemplate := func(name string) v1.PodResourceClaim {
+		template := "template"
+		return v1.PodResourceClaim{Name: name, ResourceClaimTemplateName: &template}
+	}
+	generated := func(podClaim, claim string) v1.PodResourceClaimStatus {
+		return v1.PodResourceClaimStatus{Name: podClaim, ResourceClaimName: &claim}
+	}
+	for name, tc := range map[string]struct {
+		podClaims []v1.PodResourceClaim
+		statuses  []v1.PodResourceClaimStatus
+		extended  string
+		// prepared: the claims prepared now, each with the device count of
+		// its one driver.
+		prepared map[string]int
+		want     bool
+	}{
+		"one claim, devices":                {podClaims: []v1.PodResourceClaim{named("a")}, prepared: map[string]int{"a": 1}, want: true},
+		"one claim, no device":              {podClaims: []v1.PodResourceClaim{named("a")}, prepared: map[string]int{"a": 0}},
+		"a claim prepared before":           {podClaims: []v1.PodResourceClaim{named("a"), named("b")}, prepared: map[string]int{"a": 1}},
+		"template, claim generated":         {podClaims: []v1.PodResourceClaim{fromTemplate("gpu")}, statuses: []v1.PodResourceClaimStatus{generated("gpu", "pod-gpu")}, prepared: map[string]int{"pod-gpu": 2}, want: true},
+		"template, no claim needed":         {podClaims: []v1.PodResourceClaim{fromTemplate("gpu"), named("a")}, statuses: []v1.PodResourceClaimStatus{{Name: "gpu"}}, prepared: map[string]int{"a": 1}, want: true},
+		"template, status not there yet":    {podClaims: []v1.PodResourceClaim{fromTemplate("gpu")}, prepared: map[string]int{"pod-gpu": 1}},
+		"extended resource claim, prepared": {podClaims: []v1.PodResourceClaim{named("a")}, extended: "ext", prepared: map[string]int{"a": 1, "ext": 1}, want: true},
+		"extended resource claim, not now":  {podClaims: []v1.PodResourceClaim{named("a")}, extended: "ext", prepared: map[string]int{"a": 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pod", UID: "pod"},
+				Spec:       v1.PodSpec{ResourceClaims: tc.podClaims},
+				Status:     v1.PodStatus{ResourceClaimStatuses: tc.statuses},
+			}
+			if tc.extended != "" {
+				pod.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{ResourceClaimName: tc.extended}
+			}
+			f := &PrepareFailures{pod: pod, claims: map[types.UID]*resourceapi.ResourceClaim{}, devices: map[types.UID]map[string]int{}}
+			for claim, count := range tc.prepared {
+				uid := types.UID("uid-" + claim)
+				f.claims[uid] = &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: claim, UID: uid}}
+				f.devices[uid] = map[string]int{"d.example.com": count}
+			}
+			if got := f.everyClaimPreparedNow(); got != tc.want {
+				t.Errorf("everyClaimPreparedNow() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A healthy pod whose every claim was prepared in this attempt costs the
+// record neither a write nor a read of the DRA checkpoint; one with a claim
+// prepared before (for another pod) reads it. After a restart both are in the
+// record, from the DRA checkpoint.
+func TestPreparedPodProvenWithoutARead(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	m, ctx, _ := k.kubelet()
+	reads := &countingReads{CheckpointManager: m.prepared.draCheckpoint}
+	m.prepared.draCheckpoint = reads
+	// The DRA checkpoint's claims, as the DRA manager keeps them.
+	checkpointed := map[string]*claim{"shared": {uid: "shared", pods: []string{"other"}, devices: map[string][]string{"d.example.com": {"dev"}}}}
+	writeCheckpoint := func() {
+		var all []claim
+		for _, c := range checkpointed {
+			all = append(all, *c)
+		}
+		k.writeDRACheckpoint(all...)
+	}
+	attempt := func(pod string, podClaims ...string) {
+		t.Helper()
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: pod, UID: types.UID(pod)}}
+		// The DRA manager lists the pod on its claims, then prepares those
+		// not prepared yet: not "shared".
+		claims := map[types.UID]*resourceapi.ResourceClaim{}
+		var sent []string
+		for _, name := range podClaims {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: name, ResourceClaimName: &name})
+			if checkpointed[name] == nil {
+				checkpointed[name] = &claim{uid: name, devices: map[string][]string{"d.example.com": nil}}
+				claims[types.UID(name)] = &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)}}
+				sent = append(sent, name)
+			}
+			checkpointed[name].pods = append(checkpointed[name].pods, pod)
+		}
+		writeCheckpoint()
+		failures := m.NewPrepareFailures(p, claims)
+		resp := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{}}
+		for _, uid := range sent {
+			resp.Claims[uid] = &drapbv1.NodePrepareResourceResponse{Devices: []*drapbv1.Device{{PoolName: "pool", DeviceName: "dev"}}}
+		}
+		failures.Record(ctx, "d.example.com", sentClaims(sent...), resp, nil)
+		if err := failures.Err(ctx); err != nil {
+			t.Fatalf("prepare of %s: %v", pod, err)
+		}
+		// The DRA manager checkpoints the devices.
+		for _, name := range sent {
+			checkpointed[name].devices = map[string][]string{"d.example.com": {"dev"}}
+		}
+		writeCheckpoint()
+	}
+
+	attempt("healthy", "a")
+	if reads.count != 0 || !m.prepared.has("healthy") {
+		t.Errorf("every claim prepared now: %d reads of the DRA checkpoint, recorded %v; want 0, true", reads.count, m.prepared.has("healthy"))
+	}
+	attempt("sharing", "b", "shared")
+	if reads.count != 1 || !m.prepared.has("sharing") {
+		t.Errorf("a claim prepared before: %d reads of the DRA checkpoint, recorded %v; want 1, true", reads.count, m.prepared.has("sharing"))
+	}
+	if got := k.recorded(); len(got) != 0 {
+		t.Errorf("record on disk = %v, want empty: the DRA checkpoint proves both pods", got)
+	}
+	m, _, _ = k.kubelet()
+	if !m.prepared.has("healthy") || !m.prepared.has("sharing") {
+		t.Errorf("after a restart: healthy recorded %v, sharing %v; want both", m.prepared.has("healthy"), m.prepared.has("sharing"))
+	}
+}
+
+// countingReads counts the reads of a checkpoint.
+type countingReads struct {
+	checkpointmanager.CheckpointManager
+	count int
+}
+
+func (c *countingReads) GetCheckpoint(key string, checkpoint checkpointmanager.Checkpoint) error {
+	c.count++
+	return c.CheckpointManager.GetCheckpoint(key, checkpoint)
+}
+
+// The periodic write of the record (every maxUnwritten-th proven pod) is
+// made by that one pod: the pods prepared while it runs (a batch) do not
+// wait for it.
+func TestPreparedPodsPeriodicWriteBlocksNoOtherPod(t *testing.T) {
+	enableFeature(t, true)
+	k := newKubeletState(t)
+	m, ctx, _ := k.kubelet()
+	logger := klog.FromContext(ctx)
+	proven := map[types.UID]map[string]int{"a": {"d.example.com": 1}}
+	for i := range maxUnwritten - 1 {
+		m.prepared.add(logger, types.UID(fmt.Sprintf("pod-%02d", i)), proven, true)
+	}
+	blocked := &blockedWrites{CheckpointManager: m.prepared.checkpoints, began: make(chan struct{}), release: make(chan struct{})}
+	m.prepared.checkpoints = blocked
+	periodic := make(chan struct{})
+	go func() {
+		defer close(periodic)
+		m.prepared.add(logger, "periodic", proven, true)
+	}()
+	<-blocked.began
+	next := make(chan struct{})
+	go func() {
+		defer close(next)
+		m.prepared.add(logger, "next", proven, true)
+	}()
+	select {
+	case <-next:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Error("a pod added during the periodic write waited for it")
+	}
+	close(blocked.release)
+	<-periodic
+	<-next
+	if got := k.recorded(); len(got) != maxUnwritten {
+		t.Errorf("record on disk holds %d pods, want %d (the periodic write's)", len(got), maxUnwritten)
+	}
+}
+
+// blockedWrites holds every write until release is closed; began is closed
+// when the first one starts.
+type blockedWrites struct {
+	checkpointmanager.CheckpointManager
+	once           sync.Once
+	began, release chan struct{}
+}
+
+func (b *blockedWrites) CreateCheckpoint(key string, checkpoint checkpointmanager.Checkpoint) error {
+	b.once.Do(func() { close(b.began) })
+	<-b.release
+	return b.CheckpointManager.CreateCheckpoint(key, checkpoint)
 }
