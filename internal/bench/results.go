@@ -330,6 +330,12 @@ type Healthy struct {
 	StockSequentialP50Spread Spread `json:"stockSequentialP50Spread"`
 	ForkBatchedP50Spread     Spread `json:"forkBatchedP50Spread"`
 	StockBatchedP50Spread    Spread `json:"stockBatchedP50Spread"`
+	// Median over repetitions of HealthyRun.BatchedPrepareMs.
+	ForkBatchedPrepareMs  Number `json:"forkBatchedPrepareMs"`
+	StockBatchedPrepareMs Number `json:"stockBatchedPrepareMs"`
+	// Median over repetitions of HealthyRun.BatchedRequestsPerPod.
+	ForkBatchedRequestsPerPod  Number `json:"forkBatchedRequestsPerPod"`
+	StockBatchedRequestsPerPod Number `json:"stockBatchedRequestsPerPod"`
 }
 
 // HealthyRun is one repetition of scenario 4 on one kubelet: apply ->
@@ -337,6 +343,14 @@ type Healthy struct {
 type HealthyRun struct {
 	Sequential Quantiles `json:"sequential"`
 	Batched    Quantiles `json:"batched"`
+	// BatchedPrepareMs is the mean duration of the DRA manager's
+	// PrepareResources for the batched pods, from the kubelet's metrics: the
+	// part of a pod's start where the fork's work on a healthy pod happens.
+	BatchedPrepareMs Number `json:"batchedPrepareMs"`
+	// BatchedRequestsPerPod is the kubelet's API requests during the
+	// batches per pod: at its client rate limit (50 QPS) a batch of 20
+	// pods waits for the limiter once it has spent its burst.
+	BatchedRequestsPerPod Number `json:"batchedRequestsPerPod"`
 }
 
 // Transient is scenario 5.

@@ -234,6 +234,19 @@ func (r *Results) summarize() {
 	h.StockSequential, h.StockSequentialP50Spread = summary(h.Stock, sequential)
 	h.ForkBatched, h.ForkBatchedP50Spread = summary(h.Fork, batched)
 	h.StockBatched, h.StockBatchedP50Spread = summary(h.Stock, batched)
+	medianOf := func(runs []HealthyRun, pick func(HealthyRun) Number) Number {
+		var xs []float64
+		for _, run := range runs {
+			if x := pick(run); !x.IsNaN() {
+				xs = append(xs, float64(x))
+			}
+		}
+		return median(xs)
+	}
+	prepareMs := func(run HealthyRun) Number { return run.BatchedPrepareMs }
+	requests := func(run HealthyRun) Number { return run.BatchedRequestsPerPod }
+	h.ForkBatchedPrepareMs, h.StockBatchedPrepareMs = medianOf(h.Fork, prepareMs), medianOf(h.Stock, prepareMs)
+	h.ForkBatchedRequestsPerPod, h.StockBatchedRequestsPerPod = medianOf(h.Fork, requests), medianOf(h.Stock, requests)
 
 	r.Goals = r.goals()
 }

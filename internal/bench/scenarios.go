@@ -228,14 +228,61 @@ func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
 	if err != nil {
 		return run, err
 	}
+	before, err := e.healthyCounters(ctx)
+	if err != nil {
+		return run, err
+	}
 	batched, err := e.healthyPods(ctx, "healthy-batch", e.sizes.HealthyBatch)
 	if err != nil {
 		return run, err
 	}
-	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched)}
-	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms; batches of %d p50 %.0f ms p99 %.0f ms",
-		e.current, run.Sequential.P50, run.Sequential.P99, e.sizes.HealthyBatch, run.Batched.P50, run.Batched.P99)
+	after, err := e.healthyCounters(ctx)
+	if err != nil {
+		return run, err
+	}
+	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched), BatchedPrepareMs: NaN,
+		BatchedRequestsPerPod: Number(after.requests-before.requests) / Number(e.sizes.HealthyPods)}
+	if pods := after.prepares - before.prepares; pods > 0 {
+		run.BatchedPrepareMs = Number(1000 * (after.prepareSeconds - before.prepareSeconds) / pods)
+	}
+	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms; batches of %d p50 %.0f ms p99 %.0f ms (per pod: the DRA manager's PrepareResources %s ms, %s API requests of the kubelet)",
+		e.current, run.Sequential.P50, run.Sequential.P99, e.sizes.HealthyBatch, run.Batched.P50, run.Batched.P99,
+		formatNumber(run.BatchedPrepareMs, 1), formatNumber(run.BatchedRequestsPerPod, 2))
 	return run, nil
+}
+
+// healthyCounters are the kubelet's counters that scenario 4 reads around
+// the batches: where the fork's work on a healthy pod happens (the DRA
+// manager's PrepareResources, dra_operations_duration_seconds, successful
+// operations) and what a batch asks of the kubelet's client rate limiter
+// (rest_client_requests_total).
+type healthyCounters struct {
+	prepareSeconds, prepares, requests float64
+}
+
+func (e *env) healthyCounters(ctx context.Context) (healthyCounters, error) {
+	data, err := e2eframework.KubeletMetrics(ctx, e.c)
+	if err != nil {
+		return healthyCounters{}, err
+	}
+	var c healthyCounters
+	prepare := map[string]string{"operation_name": "PrepareResources", "is_error": "false"}
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		value  *float64
+	}{
+		{"dra_operations_duration_seconds_sum", prepare, &c.prepareSeconds},
+		{"dra_operations_duration_seconds_count", prepare, &c.prepares},
+		{"rest_client_requests_total", nil, &c.requests},
+	} {
+		value, err := e2eframework.MetricValue(data, m.name, m.labels)
+		if err != nil && !errors.Is(err, e2eframework.ErrMetricNotFound) {
+			return healthyCounters{}, err
+		}
+		*m.value = value
+	}
+	return c, nil
 }
 
 // healthyPods creates HealthyPods healthy pods, batch at a time, each batch
