@@ -20,7 +20,8 @@
 #            generated code byte for byte; the series applies; its generated code is what the
 #            generators make of its sources; its files that are this repository's sources are
 #            exactly their rendering (hack/tools/upstreamgen -check); its error_type is declared
-#            as the fork's (hack/tools/wirecheck); go vet and go test of every package it
+#            as the fork's (hack/tools/wirecheck); its pod worker reuses a status on the fork's
+#            condition (hack/tools/gluecheck); go vet and go test of every package it
 #            changes; then, unless
 #            --quick, go build ./cmd/kubelet and upstream's own verify scripts in
 #            UPSTREAM_VERIFY_SCRIPTS. make verify (and so make test) runs --quick: the rest costs
@@ -56,7 +57,7 @@ upstream_codegen() {
   local -a conversion_dirs=()
   work="${tree}.codegen.work"
   mkdir -p "${UPSTREAM_TOOLS}"
-  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck ./upstreamgen \
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck ./gluecheck ./upstreamgen \
     google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
@@ -97,8 +98,16 @@ require_clean() {
   fi
 }
 
+# the_patch DIR NAME: the one patch file in DIR whose name (after its number) begins with NAME.
+the_patch() {
+  local -a found
+  mapfile -t found < <(find "$1" -maxdepth 1 -name "[0-9][0-9][0-9][0-9]-$2*.patch")
+  [ "${#found[@]}" -eq 1 ] || die "${#found[@]} patches named $2... in ${1#"${REPO_ROOT}/"}/, want one"
+  echo "${found[0]}"
+}
+
 verify() {
-  local start tmp tree work generated script wire
+  local start tmp tree work generated script wire glue
   local -a patches=() packages=() test_packages=()
   local integration
   start=$(date +%s)
@@ -132,6 +141,13 @@ verify() {
     "${tree}:${KUBELET_APIS}/dra/v1/api.proto:k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse.error_type") ||
     die "the fork's error_type and the series' are declared differently (above)"
   log "error_type as the fork declares it (api/draplugin/v1alpha) and as the series does (dra/v1): ${wire}"
+  # One predicate: the pod worker's reuse of a status, upstream glue in each tree's idiom (the fork's
+  # staging-patches/ 0006, the series' optional 0009).
+  glue=$("${UPSTREAM_TOOLS}/gluecheck" pkg/kubelet/pod_workers.go nothingInRuntime \
+    "$(the_patch "${REPO_ROOT}/staging-patches" pod_workers-terminate-a-pod-that-never-reached)" \
+    "$(the_patch "${PATCHES_DIR}" kubelet-terminate-a-pod-failed-before-it-reached)") ||
+    die "the fork's pod worker reuse (staging-patches/) and the series' (upstream/patches/) are guarded differently (above)"
+  log "the fork's and the series' pod workers: ${glue}"
   work="${tmp}/tree.work"
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   # Unit test packages; test/ holds the e2e suites (vetted below, run by make test-upstream-e2e)
