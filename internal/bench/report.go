@@ -114,10 +114,14 @@ func (r *Results) Markdown() string {
 		t.row(row.name+" p50", formatNumber(row.stock.P50, 0), formatNumber(row.fork.P50, 0), formatNumber(ratio(row.fork.P50, row.stock.P50), 3), spreadText(row.sSp, 0), spreadText(row.fSp, 0))
 		t.row(row.name+" p99", formatNumber(row.stock.P99, 0), formatNumber(row.fork.P99, 0), formatNumber(ratio(row.fork.P99, row.stock.P99), 3), "", "")
 	}
+	t.row("batched: the kubelet's own start (first sight -> Running), mean per pod", formatNumber(h.StockBatchedKubeletStartMs, 0), formatNumber(h.ForkBatchedKubeletStartMs, 0),
+		formatNumber(ratio(h.ForkBatchedKubeletStartMs, h.StockBatchedKubeletStartMs), 3), "", "")
 	t.row("batched: the DRA manager's PrepareResources, mean per pod", formatNumber(h.StockBatchedPrepareMs, 1), formatNumber(h.ForkBatchedPrepareMs, 1),
 		formatNumber(ratio(h.ForkBatchedPrepareMs, h.StockBatchedPrepareMs), 3), "", "")
 	t.row("batched: the kubelet's API requests per pod", formatNumber(h.StockBatchedRequestsPerPod, 2), formatNumber(h.ForkBatchedRequestsPerPod, 2),
 		formatNumber(ratio(h.ForkBatchedRequestsPerPod, h.StockBatchedRequestsPerPod), 3), "", "")
+	t.row("batched: the kubelet's CPU time per pod", formatNumber(h.StockBatchedCPUMsPerPod, 1), formatNumber(h.ForkBatchedCPUMsPerPod, 1),
+		formatNumber(ratio(h.ForkBatchedCPUMsPerPod, h.StockBatchedCPUMsPerPod), 3), "", "")
 
 	if r.Sizes.only() == nil {
 		r.writeRecoveryScenarios(&b)

@@ -336,6 +336,12 @@ type Healthy struct {
 	// Median over repetitions of HealthyRun.BatchedRequestsPerPod.
 	ForkBatchedRequestsPerPod  Number `json:"forkBatchedRequestsPerPod"`
 	StockBatchedRequestsPerPod Number `json:"stockBatchedRequestsPerPod"`
+	// Median over repetitions of HealthyRun.BatchedKubeletStartMs.
+	ForkBatchedKubeletStartMs  Number `json:"forkBatchedKubeletStartMs"`
+	StockBatchedKubeletStartMs Number `json:"stockBatchedKubeletStartMs"`
+	// Median over repetitions of HealthyRun.BatchedCPUMsPerPod.
+	ForkBatchedCPUMsPerPod  Number `json:"forkBatchedCPUMsPerPod"`
+	StockBatchedCPUMsPerPod Number `json:"stockBatchedCPUMsPerPod"`
 }
 
 // HealthyRun is one repetition of scenario 4 on one kubelet: apply ->
@@ -351,6 +357,15 @@ type HealthyRun struct {
 	// batches per pod: at its client rate limit (50 QPS) a batch of 20
 	// pods waits for the limiter once it has spent its burst.
 	BatchedRequestsPerPod Number `json:"batchedRequestsPerPod"`
+	// BatchedCPUMsPerPod is the kubelet's CPU time (user plus system)
+	// during the batches per pod: on two cores a batch waits for CPU, so
+	// more work per pod in the kubelet would show here first.
+	BatchedCPUMsPerPod Number `json:"batchedCPUMsPerPod"`
+	// BatchedKubeletStartMs is the mean of the kubelet's own start duration
+	// (kubelet_pod_start_duration_seconds: the pod's first sight by the
+	// kubelet -> Running) over the batched pods: a gap in create -> Running
+	// that is not here is not the kubelet's.
+	BatchedKubeletStartMs Number `json:"batchedKubeletStartMs"`
 }
 
 // Transient is scenario 5.

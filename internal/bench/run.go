@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // runScenarios runs the scenarios interleaved and counterbalanced: fork,
 // stock, then stock, fork, and so on (the cluster starts with the fork), so
 // that drift over the run and the first place after a switch weigh on both
-// kubelets alike. Within a round each kubelet measures its healthy path
+// kubelets alike; each turn starts its kubelet afresh (use). Within a round each kubelet measures its healthy path
 // first, before the fork's time to Failed leaves pods to clean up.
 // Scenarios that need no repetition run in the first round only.
 func (e *env) runScenarios(ctx context.Context, res *Results) error {
@@ -247,6 +247,10 @@ func (r *Results) summarize() {
 	requests := func(run HealthyRun) Number { return run.BatchedRequestsPerPod }
 	h.ForkBatchedPrepareMs, h.StockBatchedPrepareMs = medianOf(h.Fork, prepareMs), medianOf(h.Stock, prepareMs)
 	h.ForkBatchedRequestsPerPod, h.StockBatchedRequestsPerPod = medianOf(h.Fork, requests), medianOf(h.Stock, requests)
+	startMs := func(run HealthyRun) Number { return run.BatchedKubeletStartMs }
+	h.ForkBatchedKubeletStartMs, h.StockBatchedKubeletStartMs = medianOf(h.Fork, startMs), medianOf(h.Stock, startMs)
+	cpuMs := func(run HealthyRun) Number { return run.BatchedCPUMsPerPod }
+	h.ForkBatchedCPUMsPerPod, h.StockBatchedCPUMsPerPod = medianOf(h.Fork, cpuMs), medianOf(h.Stock, cpuMs)
 
 	r.Goals = r.goals()
 }

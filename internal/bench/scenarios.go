@@ -240,32 +240,48 @@ func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
 	if err != nil {
 		return run, err
 	}
+	pods := Number(e.sizes.HealthyPods)
 	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched), BatchedPrepareMs: NaN,
-		BatchedRequestsPerPod: Number(after.requests-before.requests) / Number(e.sizes.HealthyPods)}
+		BatchedRequestsPerPod: Number(after.requests-before.requests) / pods, BatchedCPUMsPerPod: Number(1000*(after.cpuSeconds-before.cpuSeconds)) / pods}
 	if pods := after.prepares - before.prepares; pods > 0 {
 		run.BatchedPrepareMs = Number(1000 * (after.prepareSeconds - before.prepareSeconds) / pods)
 	}
-	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms; batches of %d p50 %.0f ms p99 %.0f ms (per pod: the DRA manager's PrepareResources %s ms, %s API requests of the kubelet)",
+	run.BatchedKubeletStartMs = NaN
+	if pods := after.starts - before.starts; pods > 0 {
+		run.BatchedKubeletStartMs = Number(1000 * (after.startSeconds - before.startSeconds) / pods)
+	}
+	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms; batches of %d p50 %.0f ms p99 %.0f ms (per pod: the kubelet's start %s ms, the DRA manager's PrepareResources %s ms, %s API requests and %s ms CPU of the kubelet)",
 		e.current, run.Sequential.P50, run.Sequential.P99, e.sizes.HealthyBatch, run.Batched.P50, run.Batched.P99,
-		formatNumber(run.BatchedPrepareMs, 1), formatNumber(run.BatchedRequestsPerPod, 2))
+		formatNumber(run.BatchedKubeletStartMs, 0), formatNumber(run.BatchedPrepareMs, 1), formatNumber(run.BatchedRequestsPerPod, 2), formatNumber(run.BatchedCPUMsPerPod, 1))
 	return run, nil
 }
 
 // healthyCounters are the kubelet's counters that scenario 4 reads around
 // the batches: where the fork's work on a healthy pod happens (the DRA
 // manager's PrepareResources, dra_operations_duration_seconds, successful
-// operations) and what a batch asks of the kubelet's client rate limiter
-// (rest_client_requests_total).
+// operations), what a batch asks of the kubelet's client rate limiter
+// (rest_client_requests_total) and of the CPU (/proc).
 type healthyCounters struct {
-	prepareSeconds, prepares, requests float64
+	prepareSeconds, prepares, requests, cpuSeconds float64
+	// The kubelet's own part of a pod's start: from the pod's first sight
+	// to Running (kubelet_pod_start_duration_seconds); the rest of create
+	// -> Running is the API server's, the scheduler's and the claim's.
+	startSeconds, starts float64
 }
 
 func (e *env) healthyCounters(ctx context.Context) (healthyCounters, error) {
+	var c healthyCounters
+	pid, err := e.c.KubeletPID()
+	if err != nil {
+		return c, err
+	}
+	if c.cpuSeconds, err = processCPUSeconds(pid); err != nil {
+		return c, err
+	}
 	data, err := e2eframework.KubeletMetrics(ctx, e.c)
 	if err != nil {
 		return healthyCounters{}, err
 	}
-	var c healthyCounters
 	prepare := map[string]string{"operation_name": "PrepareResources", "is_error": "false"}
 	for _, m := range []struct {
 		name   string
@@ -275,6 +291,8 @@ func (e *env) healthyCounters(ctx context.Context) (healthyCounters, error) {
 		{"dra_operations_duration_seconds_sum", prepare, &c.prepareSeconds},
 		{"dra_operations_duration_seconds_count", prepare, &c.prepares},
 		{"rest_client_requests_total", nil, &c.requests},
+		{"kubelet_pod_start_duration_seconds_sum", nil, &c.startSeconds},
+		{"kubelet_pod_start_duration_seconds_count", nil, &c.starts},
 	} {
 		value, err := e2eframework.MetricValue(data, m.name, m.labels)
 		if err != nil && !errors.Is(err, e2eframework.ErrMetricNotFound) {
