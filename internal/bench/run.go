@@ -115,8 +115,9 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // runScenarios runs the scenarios interleaved and counterbalanced: fork,
 // stock, then stock, fork, and so on (the cluster starts with the fork), so
 // that drift over the run and the first place after a switch weigh on both
-// kubelets alike; each turn starts its kubelet afresh (use). Within a round each kubelet measures its healthy path
-// first, before the fork's time to Failed leaves pods to clean up.
+// kubelets alike; each turn starts its kubelet afresh (use). Within a round
+// each kubelet measures its healthy path first, before the fork's time to
+// Failed leaves pods to clean up.
 // Scenarios that need no repetition run in the first round only.
 func (e *env) runScenarios(ctx context.Context, res *Results) error {
 	step := func(name string, f func() error) error {

@@ -240,9 +240,9 @@ func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
 	if err != nil {
 		return run, err
 	}
-	pods := Number(e.sizes.HealthyPods)
+	batchedPods := Number(e.sizes.HealthyPods)
 	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched), BatchedPrepareMs: NaN,
-		BatchedRequestsPerPod: Number(after.requests-before.requests) / pods, BatchedCPUMsPerPod: Number(1000*(after.cpuSeconds-before.cpuSeconds)) / pods}
+		BatchedRequestsPerPod: Number(after.requests-before.requests) / batchedPods, BatchedCPUMsPerPod: Number(1000*(after.cpuSeconds-before.cpuSeconds)) / batchedPods}
 	if pods := after.prepares - before.prepares; pods > 0 {
 		run.BatchedPrepareMs = Number(1000 * (after.prepareSeconds - before.prepareSeconds) / pods)
 	}
