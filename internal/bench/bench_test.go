@@ -629,3 +629,92 @@ func writeResults(t *testing.T, r *Results) (dir string, files []string) {
 	}
 	return dir, files
 }
+
+// Mode healthy runs scenario 4 alone, ten rounds: the goals and the report
+// are of it alone, and each goal gives the round-by-round ratio with its
+// standard error beside the ratio of the medians.
+func TestHealthyMode(t *testing.T) {
+	r := sample()
+	r.Mode, r.Command = HealthyPath, "make bench BENCH_MODE=healthy"
+	r.Sizes, _ = SizesFor(HealthyPath)
+	r.TimeToFailed, r.DriverCalls, r.Transient, r.Churn, r.Storm = TimeToFailed{}, DriverCalls{}, Transient{}, Churn{}, Storm{}
+	r.Healthy = Healthy{}
+	for i := range r.Sizes.Repetitions {
+		stock := 600 + 10*float64(i%3)
+		r.Healthy.Stock = append(r.Healthy.Stock, HealthyRun{Sequential: quantilesOf([]float64{stock}), Batched: quantilesOf([]float64{3000}),
+			SequentialKubeletStartMs: 300, SequentialCPUMsPerPod: 40})
+		r.Healthy.Fork = append(r.Healthy.Fork, HealthyRun{Sequential: quantilesOf([]float64{stock * 1.01}), Batched: quantilesOf([]float64{3000}),
+			SequentialKubeletStartMs: 303, SequentialCPUMsPerPod: 41})
+	}
+	r.summarize()
+	var scenarios []string
+	for _, g := range r.Goals {
+		scenarios = append(scenarios, g.Scenario)
+	}
+	if want := []string{"4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
+		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
+	}
+	if g := r.Goals[0]; !g.Met || !strings.HasSuffix(g.Measured, "; round by round 1.010, standard error 0.000 (10 rounds)") {
+		t.Errorf("sequential goal: %+v", g)
+	}
+	dir, files := writeResults(t, r)
+	if want := []string{ReportFile, ResultsFile}; !slices.Equal(files, want) {
+		t.Errorf("files %v, want %v (no plot of a scenario not run)", files, want)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## 4. Healthy path", "| sequential: the kubelet's own start (first sight -> Running), mean per pod | 300 | 303 | 1.010 |",
+		"| sequential: the kubelet's CPU time per pod | 40.0 | 41.0 | 1.025 |", "| sequential | 1.010 | 0.000 | 1.010, 1.010,"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"## 1. ", "## 2. ", "## 3. ", "### 3b. ", "## 5. ", "## 6. "} {
+		if strings.Contains(string(md), unwanted) {
+			t.Errorf("report has %q", unwanted)
+		}
+	}
+}
+
+// pairedRatio pairs the kubelets round by round: the ratios' mean and its
+// standard error, rounds without both values left out.
+func TestPairedRatio(t *testing.T) {
+	runs := func(p50s ...float64) []HealthyRun {
+		var rs []HealthyRun
+		for _, p50 := range p50s {
+			q := quantilesOf([]float64{p50})
+			if math.IsNaN(p50) {
+				q = Quantiles{P50: NaN}
+			}
+			rs = append(rs, HealthyRun{Sequential: q})
+		}
+		return rs
+	}
+	for name, tc := range map[string]struct {
+		fork, stock  []HealthyRun
+		rounds       []Number
+		mean, stdErr Number
+	}{
+		"no round":              {mean: NaN, stdErr: NaN},
+		"one round, no error":   {fork: runs(110), stock: runs(100), rounds: []Number{1.1}, mean: 1.1, stdErr: NaN},
+		"two rounds":            {fork: runs(110, 90), stock: runs(100, 100), rounds: []Number{1.1, 0.9}, mean: 1, stdErr: 0.1},
+		"drift cancels":         {fork: runs(101, 202, 303), stock: runs(100, 200, 300), rounds: []Number{1.01, 1.01, 1.01}, mean: 1.01, stdErr: 0},
+		"a round without stock": {fork: runs(110, 90, 500), stock: runs(100, 100), rounds: []Number{1.1, 0.9}, mean: 1, stdErr: 0.1},
+		"a value missing":       {fork: runs(110, math.NaN(), 90), stock: runs(100, 100, 100), rounds: []Number{1.1, 0.9}, mean: 1, stdErr: 0.1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := pairedRatio(tc.fork, tc.stock, func(run HealthyRun) Number { return run.Sequential.P50 })
+			near := func(a, b Number) bool { return a.IsNaN() && b.IsNaN() || math.Abs(float64(a-b)) < 1e-9 }
+			if len(got.Rounds) != len(tc.rounds) || !near(got.Mean, tc.mean) || !near(got.StdErr, tc.stdErr) {
+				t.Fatalf("pairedRatio = %+v, want rounds %v, mean %v, standard error %v", got, tc.rounds, tc.mean, tc.stdErr)
+			}
+			for i := range tc.rounds {
+				if !near(got.Rounds[i], tc.rounds[i]) {
+					t.Errorf("round %d: %v, want %v", i, got.Rounds[i], tc.rounds[i])
+				}
+			}
+		})
+	}
+}

@@ -63,25 +63,39 @@ func (r *Results) Markdown() string {
 		t.row(g.Scenario, g.Target, g.Measured, yesNo(g.Met))
 	}
 
-	if !r.Sizes.LatencyOnly {
+	if r.Sizes.runs("1 time to Failed") {
 		r.writeTimeToFailed(&b)
 	}
 	if r.Sizes.only() == nil {
 		r.writeFailingScenarios(&b)
 	}
+	if r.Sizes.runs("3b storm") {
+		r.writeRaisedQPSStorm(&b)
+	}
+	if r.Sizes.runs("4 healthy path") {
+		r.writeHealthy(&b)
+	}
+	if r.Sizes.only() == nil {
+		r.writeRecoveryScenarios(&b)
+	}
+	return b.String()
+}
+
+// writeRaisedQPSStorm writes the section of scenario 3b.
+func (r *Results) writeRaisedQPSStorm(b *strings.Builder) {
 	s := r.Storm
 	q := s.RaisedQPSFork
-	fmt.Fprintf(&b, "\n### 3b. Storm with the fork at kubeAPIQPS %d: %d pods, %s window\n\n", s.KubeletAPIQPS, q.Pods, time.Duration(q.WindowSeconds)*time.Second)
-	fmt.Fprintf(&b, "Scenario 3 again on the fork, restarted with kubeAPIQPS %d and kubeAPIBurst %d instead of the defaults 50 and 100: every request the kubelet makes for a pod waits for that limiter.\n\n", s.KubeletAPIQPS, 2*s.KubeletAPIQPS)
+	fmt.Fprintf(b, "\n### 3b. Storm with the fork at kubeAPIQPS %d: %d pods, %s window\n\n", s.KubeletAPIQPS, q.Pods, time.Duration(q.WindowSeconds)*time.Second)
+	fmt.Fprintf(b, "Scenario 3 again on the fork, restarted with kubeAPIQPS %d and kubeAPIBurst %d instead of the defaults 50 and 100: every request the kubelet makes for a pod waits for that limiter.\n\n", s.KubeletAPIQPS, 2*s.KubeletAPIQPS)
 	if len(s.RaisedQPSRuns) > 1 {
-		fmt.Fprintf(&b, "%d repetitions, one per round: the column is the median run by seconds until all Failed (all runs: %s s).\n\n",
+		fmt.Fprintf(b, "%d repetitions, one per round: the column is the median run by seconds until all Failed (all runs: %s s).\n\n",
 			len(s.RaisedQPSRuns), s.raisedQPSSeconds())
 	}
 	header, runs := []string{"fork", "kubeAPIQPS 50 (3)", fmt.Sprintf("kubeAPIQPS %d (3b)", s.KubeletAPIQPS)}, []StormRun{s.Fork, q}
 	if r.Sizes.only() != nil { // scenario 3 was not run
 		header, runs = []string{header[0], header[2]}, runs[1:]
 	}
-	t = newTable(&b, header...)
+	t := newTable(b, header...)
 	stormRow := func(metric string, value func(StormRun) string) {
 		cells := []string{metric}
 		for _, run := range runs {
@@ -96,13 +110,13 @@ func (r *Results) Markdown() string {
 		return formatNumber(r.BoundToFailed.P50, 0) + " / " + formatNumber(r.BoundToFailed.P99, 0) + " / " + formatNumber(r.BoundToFailed.Max, 0)
 	})
 	stormRow("driver prepare / unprepare calls", func(r StormRun) string { return fmt.Sprintf("%d / %d", r.PrepareCalls, r.UnprepareCalls) })
+}
 
-	if r.Sizes.FailingOnly {
-		return b.String()
-	}
+// writeHealthy writes the section of scenario 4.
+func (r *Results) writeHealthy(b *strings.Builder) {
 	h := r.Healthy
-	fmt.Fprintf(&b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))
-	t = newTable(&b, "ms", "stock", "fork", "fork/stock", "stock p50 spread", "fork p50 spread")
+	fmt.Fprintf(b, "\n## 4. Healthy path: %d DRA pods, create -> Running (ms)\n\nOne after another, then in batches of %d; %d repetition(s) per kubelet. The spread is the range of the p50 over repetitions: a difference inside it is noise.\n\n", h.Pods, h.Batch, len(h.Fork))
+	t := newTable(b, "ms", "stock", "fork", "fork/stock", "stock p50 spread", "fork p50 spread")
 	for _, row := range []struct {
 		name        string
 		stock, fork Quantiles
@@ -114,19 +128,38 @@ func (r *Results) Markdown() string {
 		t.row(row.name+" p50", formatNumber(row.stock.P50, 0), formatNumber(row.fork.P50, 0), formatNumber(ratio(row.fork.P50, row.stock.P50), 3), spreadText(row.sSp, 0), spreadText(row.fSp, 0))
 		t.row(row.name+" p99", formatNumber(row.stock.P99, 0), formatNumber(row.fork.P99, 0), formatNumber(ratio(row.fork.P99, row.stock.P99), 3), "", "")
 	}
-	t.row("batched: the kubelet's own start (first sight -> Running), mean per pod", formatNumber(h.StockBatchedKubeletStartMs, 0), formatNumber(h.ForkBatchedKubeletStartMs, 0),
-		formatNumber(ratio(h.ForkBatchedKubeletStartMs, h.StockBatchedKubeletStartMs), 3), "", "")
-	t.row("batched: the DRA manager's PrepareResources, mean per pod", formatNumber(h.StockBatchedPrepareMs, 1), formatNumber(h.ForkBatchedPrepareMs, 1),
-		formatNumber(ratio(h.ForkBatchedPrepareMs, h.StockBatchedPrepareMs), 3), "", "")
-	t.row("batched: the kubelet's API requests per pod", formatNumber(h.StockBatchedRequestsPerPod, 2), formatNumber(h.ForkBatchedRequestsPerPod, 2),
-		formatNumber(ratio(h.ForkBatchedRequestsPerPod, h.StockBatchedRequestsPerPod), 3), "", "")
-	t.row("batched: the kubelet's CPU time per pod", formatNumber(h.StockBatchedCPUMsPerPod, 1), formatNumber(h.ForkBatchedCPUMsPerPod, 1),
-		formatNumber(ratio(h.ForkBatchedCPUMsPerPod, h.StockBatchedCPUMsPerPod), 3), "", "")
-
-	if r.Sizes.only() == nil {
-		r.writeRecoveryScenarios(&b)
+	for _, row := range []struct {
+		name        string
+		stock, fork Number
+		digits      int
+	}{
+		{"sequential: the kubelet's own start (first sight -> Running), mean per pod", h.StockSequentialKubeletStartMs, h.ForkSequentialKubeletStartMs, 0},
+		{"sequential: the kubelet's CPU time per pod", h.StockSequentialCPUMsPerPod, h.ForkSequentialCPUMsPerPod, 1},
+		{"batched: the kubelet's own start (first sight -> Running), mean per pod", h.StockBatchedKubeletStartMs, h.ForkBatchedKubeletStartMs, 0},
+		{"batched: the DRA manager's PrepareResources, mean per pod", h.StockBatchedPrepareMs, h.ForkBatchedPrepareMs, 1},
+		{"batched: the kubelet's API requests per pod", h.StockBatchedRequestsPerPod, h.ForkBatchedRequestsPerPod, 2},
+		{"batched: the kubelet's CPU time per pod", h.StockBatchedCPUMsPerPod, h.ForkBatchedCPUMsPerPod, 1},
+	} {
+		t.row(row.name, formatNumber(row.stock, row.digits), formatNumber(row.fork, row.digits), formatNumber(ratio(row.fork, row.stock), 3), "", "")
 	}
-	return b.String()
+	if len(h.SequentialRounds.Rounds) < 2 {
+		return
+	}
+	b.WriteString("\nfork/stock of the p50, round by round: each round measures both kubelets back to back, so the drift between rounds cancels out of each ratio; the mean over rounds and its standard error tell whether a gap is the fork's.\n\n")
+	t = newTable(b, "fork/stock p50 per round", "mean", "standard error", "rounds")
+	for _, row := range []struct {
+		name   string
+		rounds PairedRatio
+	}{
+		{"sequential", h.SequentialRounds},
+		{"batched", h.BatchedRounds},
+	} {
+		var rounds []string
+		for _, x := range row.rounds.Rounds {
+			rounds = append(rounds, formatNumber(x, 3))
+		}
+		t.row(row.name, formatNumber(row.rounds.Mean, 3), formatNumber(row.rounds.StdErr, 3), strings.Join(rounds, ", "))
+	}
 }
 
 // writeTimeToFailed writes the section of scenario 1.

@@ -6,6 +6,7 @@ package bench
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -330,6 +331,12 @@ type Healthy struct {
 	StockSequentialP50Spread Spread `json:"stockSequentialP50Spread"`
 	ForkBatchedP50Spread     Spread `json:"forkBatchedP50Spread"`
 	StockBatchedP50Spread    Spread `json:"stockBatchedP50Spread"`
+	// Median over repetitions of HealthyRun.SequentialKubeletStartMs and
+	// HealthyRun.SequentialCPUMsPerPod.
+	ForkSequentialKubeletStartMs  Number `json:"forkSequentialKubeletStartMs"`
+	StockSequentialKubeletStartMs Number `json:"stockSequentialKubeletStartMs"`
+	ForkSequentialCPUMsPerPod     Number `json:"forkSequentialCPUMsPerPod"`
+	StockSequentialCPUMsPerPod    Number `json:"stockSequentialCPUMsPerPod"`
 	// Median over repetitions of HealthyRun.BatchedPrepareMs.
 	ForkBatchedPrepareMs  Number `json:"forkBatchedPrepareMs"`
 	StockBatchedPrepareMs Number `json:"stockBatchedPrepareMs"`
@@ -342,6 +349,56 @@ type Healthy struct {
 	// Median over repetitions of HealthyRun.BatchedCPUMsPerPod.
 	ForkBatchedCPUMsPerPod  Number `json:"forkBatchedCPUMsPerPod"`
 	StockBatchedCPUMsPerPod Number `json:"stockBatchedCPUMsPerPod"`
+	// fork/stock of the p50, round by round.
+	SequentialRounds PairedRatio `json:"sequentialRounds"`
+	BatchedRounds    PairedRatio `json:"batchedRounds"`
+}
+
+// PairedRatio is fork/stock of one statistic in each round, where the two
+// kubelets ran back to back: the drift between rounds (a p50 moves about 5 %
+// from one repetition to the next on two cores) cancels out of each ratio.
+type PairedRatio struct {
+	Rounds []Number `json:"rounds"`
+	Mean   Number   `json:"mean"`
+	// StdErr is the standard error of Mean: the rounds' sample standard
+	// deviation over the square root of their count; NaN under two rounds.
+	StdErr Number `json:"stdErr"`
+}
+
+// text is what a goal adds for the rounds: "; round by round 1.012,
+// standard error 0.006 (10 rounds)", nothing under two rounds.
+func (p PairedRatio) text() string {
+	if len(p.Rounds) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("; round by round %s, standard error %s (%d rounds)", formatNumber(p.Mean, 3), formatNumber(p.StdErr, 3), len(p.Rounds))
+}
+
+// pairedRatio pairs fork[i] with stock[i] (round i) and summarizes the
+// ratios of pick; a round missing either kubelet or a value is left out.
+func pairedRatio(fork, stock []HealthyRun, pick func(HealthyRun) Number) PairedRatio {
+	p := PairedRatio{Mean: NaN, StdErr: NaN}
+	var sum float64
+	for i := range min(len(fork), len(stock)) {
+		if x := ratio(pick(fork[i]), pick(stock[i])); !x.IsNaN() {
+			p.Rounds = append(p.Rounds, x)
+			sum += float64(x)
+		}
+	}
+	n := float64(len(p.Rounds))
+	if n == 0 {
+		return p
+	}
+	p.Mean = Number(sum / n)
+	if n < 2 {
+		return p
+	}
+	var squares float64
+	for _, x := range p.Rounds {
+		squares += (float64(x) - float64(p.Mean)) * (float64(x) - float64(p.Mean))
+	}
+	p.StdErr = Number(math.Sqrt(squares/(n-1)) / math.Sqrt(n))
+	return p
 }
 
 // HealthyRun is one repetition of scenario 4 on one kubelet: apply ->
@@ -349,6 +406,15 @@ type Healthy struct {
 type HealthyRun struct {
 	Sequential Quantiles `json:"sequential"`
 	Batched    Quantiles `json:"batched"`
+	// SequentialMs and BatchedMs are every pod's create -> Running, in the
+	// order the pods were created: what the quantiles summarize.
+	SequentialMs []float64 `json:"sequentialMs,omitempty"`
+	BatchedMs    []float64 `json:"batchedMs,omitempty"`
+	// SequentialKubeletStartMs and SequentialCPUMsPerPod are
+	// BatchedKubeletStartMs and BatchedCPUMsPerPod over the pods created one
+	// after another.
+	SequentialKubeletStartMs Number `json:"sequentialKubeletStartMs"`
+	SequentialCPUMsPerPod    Number `json:"sequentialCPUMsPerPod"`
 	// BatchedPrepareMs is the mean duration of the DRA manager's
 	// PrepareResources for the batched pods, from the kubelet's metrics: the
 	// part of a pod's start where the fork's work on a healthy pod happens.

@@ -224,11 +224,15 @@ func (e *env) storm(ctx context.Context, scenario string, window time.Duration) 
 // healthy (scenario 4): healthy DRA pods one after another, then in
 // batches: create -> Running.
 func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
+	start, err := e.healthyCounters(ctx)
+	if err != nil {
+		return run, err
+	}
 	sequential, err := e.healthyPods(ctx, "healthy-seq", 1)
 	if err != nil {
 		return run, err
 	}
-	before, err := e.healthyCounters(ctx)
+	between, err := e.healthyCounters(ctx)
 	if err != nil {
 		return run, err
 	}
@@ -236,37 +240,54 @@ func (e *env) healthy(ctx context.Context) (run HealthyRun, err error) {
 	if err != nil {
 		return run, err
 	}
-	after, err := e.healthyCounters(ctx)
+	end, err := e.healthyCounters(ctx)
 	if err != nil {
 		return run, err
 	}
-	batchedPods := Number(e.sizes.HealthyPods)
-	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched), BatchedPrepareMs: NaN,
-		BatchedRequestsPerPod: Number(after.requests-before.requests) / batchedPods, BatchedCPUMsPerPod: Number(1000*(after.cpuSeconds-before.cpuSeconds)) / batchedPods}
-	if pods := after.prepares - before.prepares; pods > 0 {
-		run.BatchedPrepareMs = Number(1000 * (after.prepareSeconds - before.prepareSeconds) / pods)
+	pods := Number(e.sizes.HealthyPods)
+	sequentialWork, batchedWork := between.since(start), end.since(between)
+	run = HealthyRun{Sequential: quantilesOf(sequential), Batched: quantilesOf(batched), SequentialMs: sequential, BatchedMs: batched,
+		SequentialKubeletStartMs: sequentialWork.startMs(), SequentialCPUMsPerPod: Number(1000*sequentialWork.cpuSeconds) / pods,
+		BatchedKubeletStartMs: batchedWork.startMs(), BatchedCPUMsPerPod: Number(1000*batchedWork.cpuSeconds) / pods,
+		BatchedRequestsPerPod: Number(batchedWork.requests) / pods, BatchedPrepareMs: NaN}
+	if batchedWork.prepares > 0 {
+		run.BatchedPrepareMs = Number(1000 * batchedWork.prepareSeconds / batchedWork.prepares)
 	}
-	run.BatchedKubeletStartMs = NaN
-	if pods := after.starts - before.starts; pods > 0 {
-		run.BatchedKubeletStartMs = Number(1000 * (after.startSeconds - before.startSeconds) / pods)
-	}
-	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms; batches of %d p50 %.0f ms p99 %.0f ms (per pod: the kubelet's start %s ms, the DRA manager's PrepareResources %s ms, %s API requests and %s ms CPU of the kubelet)",
-		e.current, run.Sequential.P50, run.Sequential.P99, e.sizes.HealthyBatch, run.Batched.P50, run.Batched.P99,
+	e.logf("healthy on %s: create -> Running sequential p50 %.0f ms p99 %.0f ms (per pod: the kubelet's start %s ms, %s ms CPU); batches of %d p50 %.0f ms p99 %.0f ms (per pod: the kubelet's start %s ms, the DRA manager's PrepareResources %s ms, %s API requests and %s ms CPU of the kubelet)",
+		e.current, run.Sequential.P50, run.Sequential.P99, formatNumber(run.SequentialKubeletStartMs, 0), formatNumber(run.SequentialCPUMsPerPod, 1),
+		e.sizes.HealthyBatch, run.Batched.P50, run.Batched.P99,
 		formatNumber(run.BatchedKubeletStartMs, 0), formatNumber(run.BatchedPrepareMs, 1), formatNumber(run.BatchedRequestsPerPod, 2), formatNumber(run.BatchedCPUMsPerPod, 1))
 	return run, nil
 }
 
 // healthyCounters are the kubelet's counters that scenario 4 reads around
-// the batches: where the fork's work on a healthy pod happens (the DRA
-// manager's PrepareResources, dra_operations_duration_seconds, successful
-// operations), what a batch asks of the kubelet's client rate limiter
-// (rest_client_requests_total) and of the CPU (/proc).
+// each phase (one after another, batches): where the fork's work on a
+// healthy pod happens (the DRA manager's PrepareResources,
+// dra_operations_duration_seconds, successful operations), what a batch asks
+// of the kubelet's client rate limiter (rest_client_requests_total) and of
+// the CPU (/proc).
 type healthyCounters struct {
 	prepareSeconds, prepares, requests, cpuSeconds float64
 	// The kubelet's own part of a pod's start: from the pod's first sight
 	// to Running (kubelet_pod_start_duration_seconds); the rest of create
 	// -> Running is the API server's, the scheduler's and the claim's.
 	startSeconds, starts float64
+}
+
+// since is what the kubelet did from c0 to c.
+func (c healthyCounters) since(c0 healthyCounters) healthyCounters {
+	return healthyCounters{prepareSeconds: c.prepareSeconds - c0.prepareSeconds, prepares: c.prepares - c0.prepares,
+		requests: c.requests - c0.requests, cpuSeconds: c.cpuSeconds - c0.cpuSeconds,
+		startSeconds: c.startSeconds - c0.startSeconds, starts: c.starts - c0.starts}
+}
+
+// startMs is the mean of the kubelet's own start duration per pod started,
+// NaN when none started.
+func (c healthyCounters) startMs() Number {
+	if c.starts <= 0 {
+		return NaN
+	}
+	return Number(1000 * c.startSeconds / c.starts)
 }
 
 func (e *env) healthyCounters(ctx context.Context) (healthyCounters, error) {
