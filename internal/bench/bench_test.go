@@ -538,11 +538,7 @@ func TestLatencyMode(t *testing.T) {
 	if got := r.Storm.RaisedQPSFork.AllFailedSeconds; got != 12 {
 		t.Errorf("3b median run: all Failed after %v s, want 12 (of 7, 9, 12 and one not all Failed)", got)
 	}
-	var scenarios []string
-	for _, g := range r.Goals {
-		scenarios = append(scenarios, g.Scenario)
-	}
-	if want := []string{"3b storm", "4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
+	if scenarios, want := goalScenarios(r), []string{"3b storm", "4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
 		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
 	}
 	if r.Goals[0].Met || !strings.Contains(r.Goals[0].Measured, "12.0 s (all bound to the node after 3.0 s), median of 4 runs: 12.0, 7.0, -, 9.0 s") {
@@ -586,11 +582,7 @@ func TestFailingMode(t *testing.T) {
 	r.Storm.Fork, r.Storm.Stock = StormRun{}, StormRun{}
 	r.Storm.RaisedQPSRuns = []StormRun{{Pods: 200, WindowSeconds: 60, Failed: 200, AllFailedSeconds: 8, AllBoundSeconds: 3, PrepareCalls: 200, UnprepareCalls: 200}}
 	r.summarize()
-	var scenarios []string
-	for _, g := range r.Goals {
-		scenarios = append(scenarios, g.Scenario)
-	}
-	if want := []string{"1 time to Failed", "3b storm"}; !slices.Equal(scenarios, want) {
+	if scenarios, want := goalScenarios(r), []string{"1 time to Failed", "3b storm"}; !slices.Equal(scenarios, want) {
 		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
 	}
 	dir, files := writeResults(t, r)
@@ -647,11 +639,7 @@ func TestHealthyMode(t *testing.T) {
 			SequentialKubeletStartMs: 303, SequentialCPUMsPerPod: 41})
 	}
 	r.summarize()
-	var scenarios []string
-	for _, g := range r.Goals {
-		scenarios = append(scenarios, g.Scenario)
-	}
-	if want := []string{"4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
+	if scenarios, want := goalScenarios(r), []string{"4 healthy path", "4 healthy path"}; !slices.Equal(scenarios, want) {
 		t.Errorf("goals of scenarios %v, want %v", scenarios, want)
 	}
 	if g := r.Goals[0]; !g.Met || !strings.HasSuffix(g.Measured, "; round by round 1.010, standard error 0.000 (10 rounds)") {
@@ -717,4 +705,13 @@ func TestPairedRatio(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goalScenarios lists the scenario of each goal of r, in order.
+func goalScenarios(r *Results) []string {
+	var scenarios []string
+	for _, g := range r.Goals {
+		scenarios = append(scenarios, g.Scenario)
+	}
+	return scenarios
 }
