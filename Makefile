@@ -3,7 +3,7 @@
 
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
-# BENCH_MODE: full (default, about an hour), smoke (a few minutes) or latency (scenarios 4 and 3b, four repetitions), healthy (scenario 4, ten repetitions) or failing for bench.
+# BENCH_MODE: the mode of bench, full by default (hack/bench.sh lists the modes).
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind \
 	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
