@@ -548,10 +548,7 @@ func TestLatencyMode(t *testing.T) {
 	if want := []string{ReportFile, ResultsFile}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v (no plot of a scenario not run)", files, want)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := reportIn(t, dir)
 	for _, want := range []string{"### 3b. Storm", "4 repetitions, one per round", "(all runs: 12.0, 7.0, -, 9.0 s)", "| fork | kubeAPIQPS 200 (3b) |\n", "| seconds until all Failed | 12.0 |", "## 4. Healthy path"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)
@@ -589,10 +586,7 @@ func TestFailingMode(t *testing.T) {
 	if want := []string{ReportFile, ResultsFile, TimeToFailedPlot}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v (only the plot of scenario 1)", files, want)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := reportIn(t, dir)
 	for _, want := range []string{"## 1. Time to Failed", "The stock kubelet is not run in this mode", "### 3b. Storm", "| seconds until all Failed | 8.0 |", "hack/bench.sh -fork-kubelet _output/bin/kubelet-series"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report lacks %q", want)
@@ -606,6 +600,16 @@ func TestFailingMode(t *testing.T) {
 }
 
 // writeResults writes r into a new directory and returns it and its files.
+// reportIn reads report.md in dir.
+func reportIn(t *testing.T, dir string) string {
+	t.Helper()
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(md)
+}
+
 func writeResults(t *testing.T, r *Results) (dir string, files []string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -649,10 +653,7 @@ func TestHealthyMode(t *testing.T) {
 	if want := []string{ReportFile, ResultsFile}; !slices.Equal(files, want) {
 		t.Errorf("files %v, want %v (no plot of a scenario not run)", files, want)
 	}
-	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := reportIn(t, dir)
 	for _, want := range []string{"## 4. Healthy path", "| sequential: the kubelet's own start (first sight -> Running), mean per pod | 300 | 303 | 1.010 |",
 		"| sequential: the kubelet's CPU time per pod | 40.0 | 41.0 | 1.025 |", "| sequential | 1.010 | 0.000 | 1.010, 1.010,"} {
 		if !strings.Contains(string(md), want) {
