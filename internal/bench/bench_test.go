@@ -708,6 +708,29 @@ func TestPairedRatio(t *testing.T) {
 	}
 }
 
+// A goal's round-by-round text says when its limit lies within two
+// standard errors of the rounds' mean: such a run settles nothing.
+func TestPairedRatioText(t *testing.T) {
+	const unsettled = ": 1.02 lies within two standard errors, too few rounds to settle the goal (make bench BENCH_MODE=healthy)"
+	rounds := func(n int) []Number { return make([]Number, n) }
+	for name, tc := range map[string]struct {
+		p    PairedRatio
+		want string
+	}{
+		"one round: nothing":            {PairedRatio{Rounds: rounds(1), Mean: 1.1, StdErr: NaN}, ""},
+		"below the limit, settled":      {PairedRatio{Rounds: rounds(10), Mean: 0.994, StdErr: 0.009}, "; round by round 0.994, standard error 0.009 (10 rounds)"},
+		"above the limit, settled":      {PairedRatio{Rounds: rounds(10), Mean: 1.1, StdErr: 0.01}, "; round by round 1.100, standard error 0.010 (10 rounds)"},
+		"above the limit, within noise": {PairedRatio{Rounds: rounds(2), Mean: 1.065, StdErr: 0.044}, "; round by round 1.065, standard error 0.044 (2 rounds)" + unsettled},
+		"below the limit, within noise": {PairedRatio{Rounds: rounds(10), Mean: 1.014, StdErr: 0.038}, "; round by round 1.014, standard error 0.038 (10 rounds)" + unsettled},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.p.text(1.02); got != tc.want {
+				t.Errorf("text(1.02) = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // goalScenarios lists the scenario of each goal of r, in order.
 func goalScenarios(r *Results) []string {
 	var scenarios []string

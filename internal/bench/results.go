@@ -365,13 +365,20 @@ type PairedRatio struct {
 	StdErr Number `json:"stdErr"`
 }
 
-// text is what a goal adds for the rounds: "; round by round 1.012,
-// standard error 0.006 (10 rounds)", nothing under two rounds.
-func (p PairedRatio) text() string {
+// text is what a goal with the given limit adds for the rounds: "; round
+// by round 1.012, standard error 0.006 (10 rounds)", nothing under two
+// rounds. When the limit lies within two standard errors of the mean, the
+// text says that the run does not settle the goal either way: a full run's
+// two rounds of a 2 % ratio whose rounds spread by 5 % (docs/benchmarks.md).
+func (p PairedRatio) text(limit Number) string {
 	if len(p.Rounds) < 2 {
 		return ""
 	}
-	return fmt.Sprintf("; round by round %s, standard error %s (%d rounds)", formatNumber(p.Mean, 3), formatNumber(p.StdErr, 3), len(p.Rounds))
+	text := fmt.Sprintf("; round by round %s, standard error %s (%d rounds)", formatNumber(p.Mean, 3), formatNumber(p.StdErr, 3), len(p.Rounds))
+	if math.Abs(float64(p.Mean-limit)) < 2*float64(p.StdErr) {
+		text += fmt.Sprintf(": %s lies within two standard errors, too few rounds to settle the goal (make bench BENCH_MODE=healthy)", formatNumber(limit, 2))
+	}
+	return text
 }
 
 // pairedRatio pairs fork[i] with stock[i] (round i) and summarizes the
