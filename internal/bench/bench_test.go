@@ -409,6 +409,19 @@ func TestSizesFor(t *testing.T) {
 	if full.FailingPods != 30 || full.StormPods != 200 || full.HealthyPods != 100 || full.CallsWindow != 5*time.Minute {
 		t.Errorf("full sizes are not the issue's: %+v", full)
 	}
+	// A round's fork/stock ratio spreads about 3 %: fewer than four rounds
+	// cannot tell the healthy path's 2 % goal from noise. An odd count of
+	// failing-path runs makes 3b's median a run, not the slower of two.
+	for _, mode := range []Mode{Full, Latency, HealthyPath} {
+		if sizes, _ := SizesFor(mode); sizes.HealthyRounds < 4 {
+			t.Errorf("%s: %d healthy rounds, want at least 4", mode, sizes.HealthyRounds)
+		}
+	}
+	for _, mode := range []Mode{Full, FailingPath} {
+		if sizes, _ := SizesFor(mode); sizes.Repetitions%2 != 1 {
+			t.Errorf("%s: %d failing-path repetitions, want an odd count", mode, sizes.Repetitions)
+		}
+	}
 	for _, mode := range []Mode{Full, Smoke} {
 		sizes, _ := SizesFor(mode)
 		if sizes.MitigatedChurnWindow <= 0 || sizes.MitigatedChurnWindow > sizes.ChurnWindow || sizes.ChurnReplicas < 1 {
@@ -635,7 +648,7 @@ func TestHealthyMode(t *testing.T) {
 	r.Sizes, _ = SizesFor(HealthyPath)
 	r.TimeToFailed, r.DriverCalls, r.Transient, r.Churn, r.Storm = TimeToFailed{}, DriverCalls{}, Transient{}, Churn{}, Storm{}
 	r.Healthy = Healthy{}
-	for i := range r.Sizes.Repetitions {
+	for i := range r.Sizes.HealthyRounds {
 		stock := 600 + 10*float64(i%3)
 		r.Healthy.Stock = append(r.Healthy.Stock, HealthyRun{Sequential: quantilesOf([]float64{stock}), Batched: quantilesOf([]float64{3000}),
 			SequentialKubeletStartMs: 300, SequentialCPUMsPerPod: 40})

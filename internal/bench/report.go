@@ -55,7 +55,7 @@ func (r *Results) Markdown() string {
 	for _, note := range r.Settings.Notes {
 		fmt.Fprintf(&b, "- %s\n", note)
 	}
-	fmt.Fprintf(&b, "\nOne local single-node cluster; only the kubelet binary is replaced between runs, interleaved fork, stock, fork, stock (%d repetitions where noted). Times are medians over repetitions.\n\n", r.Sizes.Repetitions)
+	fmt.Fprintf(&b, "\nOne local single-node cluster; only the kubelet binary is replaced between runs, interleaved fork, stock, then stock, fork, and so on; each section says how many repetitions it ran. Times are medians over repetitions.\n\n")
 
 	b.WriteString("## Goals\n\n")
 	t := newTable(&b, "scenario", "target", "measured", "met")

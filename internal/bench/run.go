@@ -151,7 +151,7 @@ func (e *env) runScenarios(ctx context.Context, res *Results) error {
 			return err
 		}
 	}
-	for rep := range e.sizes.Repetitions {
+	for rep := range e.sizes.HealthyRounds {
 		if !e.sizes.runs("4 healthy path") {
 			break
 		}
