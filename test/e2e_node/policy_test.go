@@ -57,7 +57,12 @@ func writeDriverPolicy(path string, policy *failfastdra.DriverFailurePolicy) err
 	if err != nil {
 		return err
 	}
-	// Replaced by a rename, as configuration management does.
+	return writeFileAtomically(path, data)
+}
+
+// writeFileAtomically replaces path by a rename, as configuration management
+// does.
+func writeFileAtomically(path string, data []byte) error {
 	if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
 		return err
 	}
@@ -327,11 +332,15 @@ func TestPolicyRetryBudgetNeverFailsRunningPod(t *testing.T) {
 	deleteAndCheckNoLeaks(t, ns, d)
 }
 
-// Issue 34, item 2: an operator's non-atomic edit (rm, then cp) leaves a
-// moment without the policy file. A prepare forced into that moment keeps
-// the policy in effect (Ignore): the driver's wrong Permanent answer does not
-// fail the pod, and the missing file is counted. Not parallel: it holds the
-// node's policy file away from every other test.
+// Issue 34, item 2: an operator's non-atomic edit leaves a moment in which
+// the policy file says something else. Two such edits, each with a prepare
+// forced into its moment, keep the policy in effect (Ignore): the driver's
+// wrong Permanent answer does not fail the pod. An rm, then cp: no file for
+// a moment, counted as a reload failure. A truncate and write (cat new >
+// file) by a slow writer: for seconds the file is a valid prefix of the new
+// version in which the driver has no rule (Honor); the kubelet takes a
+// version only once it stayed the same for a second. Not parallel: it holds
+// the node's policy file away from every other test.
 func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 	forkOnly(t, "the node's DRA driver failure policy")
 	d := startDriver(t, e2eframework.DriverOptions{DriverName: "gap.dra-failfast.test", Devices: 2})
@@ -371,5 +380,116 @@ func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 		t.Errorf("the missing policy file was not counted: reload failures %v, %v before", failures, failuresBefore)
 	}
 	restore()
+
+	truncateAndWriteSlowly(t, d, ns, "app-2")
 	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// truncateAndWriteSlowly rewrites the policy file in place with a version
+// whose last entry is d's Ignore rule, written slowly: the file is truncated,
+// a valid prefix without that entry written, and a comment grows a byte
+// every 100 ms (the file never stays the same for a second) until a prepare
+// of pod has been called; then the rest. The old version stays in effect
+// throughout: pod is not Failed and the driver's Permanent answer is ignored.
+func truncateAndWriteSlowly(t *testing.T, d *e2eframework.Driver, ns, pod string) {
+	t.Helper()
+	driverPolicyMu.Lock()
+	defer driverPolicyMu.Unlock()
+	data, err := os.ReadFile(driverPolicyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { // before the lock is released
+		if err := writeFileAtomically(driverPolicyFile, data); err != nil {
+			t.Errorf("restoring the policy file: %v", err)
+		}
+	}()
+	policy, err := decision.ParseDriverPolicy(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new version: the policy in effect with a filler entry, then d's
+	// Ignore rule last, so that a prefix of it is a valid policy without it.
+	// apiVersion and kind go first, by hand: sigs.k8s.io/yaml sorts keys.
+	filler := failfastdra.DriverPolicyEntry{Driver: "filler.dra-failfast.test", DriverRule: failfastdra.DriverRule{Permanent: failfastdra.PermanentHonor}}
+	ignore := failfastdra.DriverPolicyEntry{Driver: d.Name(), DriverRule: failfastdra.DriverRule{Permanent: failfastdra.PermanentIgnore}}
+	others := slices.DeleteFunc(slices.Clone(policy.Drivers), func(e failfastdra.DriverPolicyEntry) bool { return e.Driver == d.Name() })
+	text := func(drivers ...failfastdra.DriverPolicyEntry) string {
+		body, err := yaml.Marshal(&failfastdra.DriverFailurePolicy{Default: policy.Default, Drivers: drivers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("apiVersion: %s\nkind: %s\n%s", failfastdra.DriverPolicyAPIVersion, failfastdra.DriverPolicyKind, body)
+	}
+	prefix := text(append(others, filler)...)
+	full := text(append(others, filler, ignore)...)
+	rest, ok := strings.CutPrefix(full, prefix)
+	if !ok {
+		t.Fatalf("the new version does not begin with the prefix:\n%s\n---\n%s", full, prefix)
+	}
+	if p, err := decision.ParseDriverPolicy([]byte(prefix)); err != nil || p.RuleFor(d.Name()).Action() != failfastdra.PermanentHonor {
+		t.Fatalf("the prefix is not a valid policy in which %s is Honor (%v):\n%s", d.Name(), err, prefix)
+	}
+
+	// The new version once, atomically, so that the one written in place
+	// below changes nothing the kubelet decides.
+	logSize := kubeletLogSize(t)
+	if err := writeFileAtomically(driverPolicyFile, []byte(full)); err != nil {
+		t.Fatal(err)
+	}
+	newVersion, err := decision.ParseDriverPolicy([]byte(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForPolicyInEffect(t, logSize, filler.Driver+": "+newVersion.RuleFor(filler.Driver).String())
+	ignoredBefore := outcomes(t, d.Name(), failfastdra.PolicyIgnored)
+
+	file, err := os.OpenFile(driverPolicyFile, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = file.Close() }()
+	if _, err := file.WriteString(prefix); err != nil {
+		t.Fatal(err)
+	}
+	stop, written := make(chan struct{}), make(chan error, 1)
+	finish := sync.OnceValue(func() error { close(stop); return <-written })
+	defer func() { _ = finish() }()
+	go func() {
+		comment := strings.Repeat("# the rest of the new version follows\n", 100)
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				tail := rest
+				if i > 0 && comment[i-1] != '\n' {
+					tail = "\n" + rest
+				}
+				_, err := file.WriteString(tail)
+				written <- err
+				return
+			case <-ticker.C:
+				if i < len(comment) {
+					if _, err := file.WriteString(comment[i : i+1]); err != nil {
+						written <- err
+						return
+					}
+				}
+			}
+		}
+	}()
+	// Longer than the kubelet's look at the file (once a second): a kubelet
+	// that took a version without waiting for it to settle has the prefix
+	// by now, as one that reads the file at each prepare does.
+	time.Sleep(2500 * time.Millisecond)
+	createPodWith(t, ns, pod, v1.RestartPolicyNever, "claim")
+	waitForCalls(t, d, ns, pod, 1, time.Minute) // the prepare while the file is a prefix
+	if err := finish(); err != nil {
+		t.Fatalf("writing the rest of the policy file: %v", err)
+	}
+	expectNotFailed(t, ns, pod, 3*time.Second)
+	if n := outcomes(t, d.Name(), failfastdra.PolicyIgnored); n <= ignoredBefore {
+		t.Errorf("%s{outcome=%s} = %v, %v before: the prepare while the file was a prefix did not keep Ignore", policyOutcomesMetric, failfastdra.PolicyIgnored, n, ignoredBefore)
+	}
 }
