@@ -6,6 +6,7 @@
 package e2enode
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,6 +392,90 @@ func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 
 	truncateAndWriteSlowly(t, d, ns, "app-2")
 	deleteAndCheckNoLeaks(t, ns, d)
+}
+
+// Issue 34, item 2: a 64 MB file or a FIFO at the policy path costs the
+// kubelet no memory and blocks no prepare: it looks at the file (one stat),
+// counts it as a version it cannot use, keeps the policy in effect, and a
+// healthy pod runs. Measured before: a 64 MB file took the kubelet from 76 to
+// 516 MiB, and a FIFO blocked every prepare. Not parallel: it holds the
+// node's policy file away from every other test.
+func TestPolicyBadFileCostsNoMemory(t *testing.T) {
+	forkOnly(t, "the node's DRA driver failure policy")
+	driverPolicyMu.Lock()
+	defer driverPolicyMu.Unlock()
+	data, err := os.ReadFile(driverPolicyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { // before the lock is released
+		if err := writeFileAtomically(driverPolicyFile, data); err != nil {
+			t.Errorf("restoring the policy file: %v", err)
+		}
+	}()
+	ns := namespaceFor(t)
+	createTemplate(t, ns, "healthy", driver, nil)
+	const slack = 10 << 20 // the issue's bound over the kubelet's baseline
+	for i, bad := range []struct {
+		name  string
+		write func(path string) error
+	}{
+		{"a 64 MB file", func(path string) error {
+			return os.WriteFile(path, bytes.Repeat([]byte("# padding of a policy file far over its 1 MiB limit\n"), 64<<20/52), 0o644)
+		}},
+		{"a FIFO", func(path string) error { return syscall.Mkfifo(path, 0o644) }},
+	} {
+		baseline := kubeletRSS(t)
+		failuresBefore := kubeletMetric(t, "dra_driver_policy_reload_failures_total", nil)
+		tmp := driverPolicyFile + ".bad"
+		if err := bad.write(tmp); err != nil {
+			t.Fatalf("%s: %v", bad.name, err)
+		}
+		if err := os.Rename(tmp, driverPolicyFile); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet looks once a second and would read a new version after
+		// it stayed the same for a second: counted within seconds.
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return kubeletMetric(t, "dra_driver_policy_reload_failures_total", nil) > failuresBefore, nil
+		})
+		if err != nil {
+			t.Errorf("%s at the policy path: the kubelet did not count it as a version it cannot use: %v", bad.name, err)
+		}
+		pod := fmt.Sprintf("app-%d", i)
+		createPodWith(t, ns, pod, v1.RestartPolicyNever, "healthy")
+		waitFor(t, ns, pod, time.Minute, "Running with "+bad.name+" at the policy path", podRunning)
+		if rss := kubeletRSS(t); rss > baseline+slack {
+			t.Errorf("%s at the policy path: the kubelet's RSS went from %d to %d MiB, want at most %d MiB more", bad.name, baseline>>20, rss>>20, slack>>20)
+		} else {
+			t.Logf("%s at the policy path: the kubelet's RSS %d MiB, %d MiB before", bad.name, rss>>20, baseline>>20)
+		}
+	}
+	deleteAndCheckNoLeaks(t, ns, driver)
+}
+
+// kubeletRSS is the kubelet's resident memory in bytes (VmRSS).
+func kubeletRSS(t *testing.T) int64 {
+	t.Helper()
+	pid, err := cluster.KubeletPID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kB int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kB); err != nil {
+				t.Fatalf("VmRSS of the kubelet: %v", err)
+			}
+			return kB << 10
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
 }
 
 // truncateAndWriteSlowly rewrites the policy file in place with a version
