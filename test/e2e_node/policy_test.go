@@ -402,19 +402,14 @@ func TestPolicyKeptThroughNonAtomicEdit(t *testing.T) {
 // node's policy file away from every other test.
 func TestPolicyBadFileCostsNoMemory(t *testing.T) {
 	forkOnly(t, "the node's DRA driver failure policy")
-	driverPolicyMu.Lock()
-	defer driverPolicyMu.Unlock()
-	data, err := os.ReadFile(driverPolicyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { // before the lock is released
-		if err := writeFileAtomically(driverPolicyFile, data); err != nil {
-			t.Errorf("restoring the policy file: %v", err)
-		}
-	}()
+	_, release := holdPolicyFile(t)
+	defer release()
 	ns := namespaceFor(t)
 	createTemplate(t, ns, "healthy", driver, nil)
+	// A pod first, so that the baselines are of a kubelet that has prepared
+	// and started a pod since its start, as each bad file's pod is.
+	createPodWith(t, ns, "warm-up", v1.RestartPolicyNever, "healthy")
+	waitFor(t, ns, "warm-up", time.Minute, "Running", podRunning)
 	const slack = 10 << 20 // the bound over the kubelet's baseline
 	for i, bad := range []struct {
 		name  string
@@ -425,8 +420,9 @@ func TestPolicyBadFileCostsNoMemory(t *testing.T) {
 		}},
 		{"a FIFO", func(path string) error { return syscall.Mkfifo(path, 0o644) }},
 	} {
-		baseline := kubeletRSS(t)
+		// A scrape of /metrics before the baseline too: the polls below scrape.
 		failuresBefore := kubeletMetric(t, "dra_driver_policy_reload_failures_total", nil)
+		baseline := kubeletRSS(t)
 		tmp := driverPolicyFile + ".bad"
 		if err := bad.write(tmp); err != nil {
 			t.Fatalf("%s: %v", bad.name, err)
@@ -452,6 +448,25 @@ func TestPolicyBadFileCostsNoMemory(t *testing.T) {
 		}
 	}
 	deleteAndCheckNoLeaks(t, ns, driver)
+}
+
+// holdPolicyFile takes the node's policy file away from every other test
+// and returns its content; release puts that content back (by a rename) and
+// lets them go on.
+func holdPolicyFile(t *testing.T) (data []byte, release func()) {
+	t.Helper()
+	driverPolicyMu.Lock()
+	data, err := os.ReadFile(driverPolicyFile)
+	if err != nil {
+		driverPolicyMu.Unlock()
+		t.Fatal(err)
+	}
+	return data, func() {
+		defer driverPolicyMu.Unlock()
+		if err := writeFileAtomically(driverPolicyFile, data); err != nil {
+			t.Errorf("restoring the policy file: %v", err)
+		}
+	}
 }
 
 // kubeletRSS is the kubelet's resident memory in bytes (VmRSS).
@@ -486,17 +501,8 @@ func kubeletRSS(t *testing.T) int64 {
 // throughout: pod is not Failed and the driver's Permanent answer is ignored.
 func truncateAndWriteSlowly(t *testing.T, d *e2eframework.Driver, ns, pod string) {
 	t.Helper()
-	driverPolicyMu.Lock()
-	defer driverPolicyMu.Unlock()
-	data, err := os.ReadFile(driverPolicyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { // before the lock is released
-		if err := writeFileAtomically(driverPolicyFile, data); err != nil {
-			t.Errorf("restoring the policy file: %v", err)
-		}
-	}()
+	data, release := holdPolicyFile(t)
+	defer release()
 	policy, err := decision.ParseDriverPolicy(data)
 	if err != nil {
 		t.Fatal(err)
