@@ -45,7 +45,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	mode := flag.String("mode", string(bench.Full), "full (about an hour), smoke (a few minutes), latency (scenarios 4 and 3b only, four repetitions, about 25 minutes), healthy (scenario 4 only, ten repetitions, about 50 minutes) or failing (scenarios 1 and 3b on -fork-kubelet alone, three repetitions, about 10 minutes)")
+	mode := flag.String("mode", string(bench.Full), "full (about 70 minutes), smoke (a few minutes), latency (scenarios 4 and 3b only, four repetitions, about 25 minutes), healthy (scenario 4 only, ten repetitions, about 50 minutes) or failing (scenarios 1 and 3b on -fork-kubelet alone, three repetitions, about 10 minutes)")
 	dir := flag.String("out", "", "results directory (default <output>/bench/<UTC timestamp>)")
 	defaultFork := filepath.Join(out, "bin", "kubelet")
 	fork := flag.String("fork-kubelet", defaultFork, "the dra-failfast kubelet (or another that knows its gate: the series' kubelet-series)")
