@@ -2,7 +2,7 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# make bench: the fork against the stock v1.37.1 kubelet on a local cluster (cmd/dra-failfast-bench).
+# make bench: the fork against the stock kubelet (KUBE_VERSION) on a local cluster (cmd/dra-failfast-bench).
 # BENCH_MODE=full (default, about 70 minutes), smoke (a few minutes; make test runs it), latency (the
 # healthy path and the raised-QPS storm only, four repetitions: the goals one run cannot settle), healthy
 # (the healthy path only, ten repetitions, about 50 minutes: its 1.02 ratio round by round) or failing

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # Builds everything the demo, the e2e tests and the benchmarks use: the dra-failfast kubelet and
-# the stock v1.37.1 kubelet (hack/build-kubelet.sh), and the rest of the local cluster with the
+# the stock kubelet of KUBE_VERSION (hack/build-kubelet.sh), and the rest of the local cluster with the
 # test DRA driver (hack/build-cluster-binaries.sh). Installs the Debian packages it needs.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -93,7 +93,7 @@ build_flanneld() {
 }
 
 # The images kubeadm, kind's pod network and containerd's sandbox need, as OCI tarballs, named as
-# kubeadm v1.37.1 asks for them with imageRepository KIND_IMAGE_REPOSITORY.
+# kubeadm v1.37.2 asks for them with imageRepository KIND_IMAGE_REPOSITORY.
 build_images() {
   local repo=${KIND_IMAGE_REPOSITORY} etcd_tag bin
   etcd_tag=$("${KIND_BIN}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" \

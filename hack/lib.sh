@@ -8,9 +8,18 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export REPO_ROOT
-# The one place the upstream version is pinned.
-KUBE_VERSION=v1.37.1
-KUBE_STAGING_VERSION=v0.37.1
+# The one place the upstream version is pinned: the default of KUBE_VERSION, which a caller may set
+# to another of SUPPORTED_KUBE_VERSIONS (docs/building.md, "Kubernetes versions").
+DEFAULT_KUBE_VERSION=v1.37.2
+# The Kubernetes releases whose tree the fork's patch series is known to apply to and build in.
+SUPPORTED_KUBE_VERSIONS=(v1.37.2)
+KUBE_VERSION=${KUBE_VERSION:-${DEFAULT_KUBE_VERSION}}
+supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
+[[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
+  { printf 'ERROR: KUBE_VERSION=%s is not supported by this fork (supported: %s)\n' "${KUBE_VERSION}" "${SUPPORTED_KUBE_VERSIONS[*]}" >&2; exit 1; }
+unset supported
+# Every staging module of k8s.io/kubernetes v1.X.Y is released as v0.X.Y.
+KUBE_STAGING_VERSION=v0.${KUBE_VERSION#v1.}
 # Revision of this fork on top of KUBE_VERSION: the patched kubelet reports
 # KUBE_VERSION-dra-failfast.FORK_REVISION (kubelet --version).
 FORK_REVISION=1
@@ -27,9 +36,16 @@ LIBRARY_MODULES=(api pkg/failfastplugin)
 # The library's release version: a fork release FORK_VERSION is also the library release
 # v0.FORK_REVISION.0, tagged <module dir>/LIBRARY_VERSION (hack/release-library.sh).
 LIBRARY_VERSION="v0.${FORK_REVISION}.0"
-# The newest k8s.io/* release (staging version) the library is tested with; the oldest is the
-# floor its go.mod requires (hack/verify-adoption.sh tests both; docs/driver-authors.md).
-LIBRARY_KUBE_NEWEST=v0.37.2
+# The k8s.io/* releases (staging versions) the library is tested with besides the floor its go.mod
+# requires: the newest patch of each supported minor (hack/verify-adoption.sh; docs/driver-authors.md).
+# v0.38.0-beta.0 is not among them: the Go module proxy serves neither k8s.io/ktesting nor
+# sigs.k8s.io/structured-merge-diff/v7 v7.0.1, which its client-go needs (docs/building.md,
+# "Kubernetes versions").
+LIBRARY_KUBE_TESTED=(v0.36.6 v0.37.2)
+# The Go toolchain that Kubernetes 1.38 needs (its go.mod says go 1.27), fetched by the go command
+# from the Go module proxy: a build of modules that need a newer Go than the machine's runs with
+# GOTOOLCHAIN set to it.
+KUBE_PRERELEASE_TOOLCHAIN=go1.27.3
 # The module path prefix of this repository's modules.
 MODULE_PREFIX=github.com/dra-failfast/dra-failfast
 # The node's check tool (cmd/dra-failfast-check), a module of its own so that an operator can

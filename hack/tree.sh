@@ -80,6 +80,23 @@ module_dirs() {
   outside_module go mod download -json "$@" | awk -F'"' '/^\t"Path": /{path=$4} /^\t"Dir": /{print path, $4}'
 }
 
+# substitute_staging_version MODULE: prints the newest earlier patch release of KUBE_STAGING_VERSION's
+# minor that the Go module proxy serves for MODULE, an upstream sample module (k8s.io/sample-*);
+# fails for any other module, which the build may need at its exact version.
+substitute_staging_version() {
+  local mod=$1 minor patch
+  [[ "${mod}" == k8s.io/sample-* ]] || return 1
+  [[ "${KUBE_STAGING_VERSION}" =~ ^(v0\.[0-9]+)\.([0-9]+)$ ]] || return 1
+  minor=${BASH_REMATCH[1]}
+  for ((patch = BASH_REMATCH[2] - 1; patch >= 0; patch--)); do
+    if outside_module go mod download "${mod}@${minor}.${patch}" > /dev/null 2>&1; then
+      echo "${minor}.${patch}"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # patch_files: prints the patches of the series, in the order they apply.
 patch_files() {
   [ -d "${PATCHES_DIR}" ] || return 0
@@ -122,13 +139,28 @@ ensure_pristine() {
     mods+=("${mod}@${KUBE_STAGING_VERSION}")
   done
   [ ${#mods[@]} -gt 0 ] || die "no staging modules listed in k8s.io/kubernetes@${KUBE_VERSION}'s go.mod"
-  local n=0
+  local n=0 substituted=""
   while read -r mod dir; do
     name=${mod#k8s.io/}
     [ -d "${dir}" ] || die "module ${mod}@${KUBE_STAGING_VERSION} has no directory in the module cache"
     cp -R "${dir}" "${tmp}/staging/src/k8s.io/${name}"
     n=$((n + 1))
   done < <(module_dirs "${mods[@]}")
+  # The Go module proxy does not serve every patch release of upstream's sample modules (none of
+  # v0.37.2's sample-controller, for one). Nothing the fork builds imports them, but the tree's
+  # go.work lists them: take the newest earlier patch of the same minor, and say so.
+  for mod in "${mods[@]}"; do
+    mod=${mod%@*}
+    [ ! -d "${tmp}/staging/src/${mod}" ] || continue
+    local version
+    version=$(substitute_staging_version "${mod}") ||
+      die "staging module ${mod}@${KUBE_STAGING_VERSION} cannot be downloaded, and has no substitute"
+    read -r _ dir < <(module_dirs "${mod}@${version}")
+    cp -R "${dir}" "${tmp}/staging/src/${mod}"
+    substituted+="${mod}@${version} "
+    log "pristine tree: ${mod}@${KUBE_STAGING_VERSION} is not served; using ${version} (nothing built imports it)"
+    n=$((n + 1))
+  done
   [ "${n}" -eq ${#mods[@]} ] || die "downloaded ${n} of ${#mods[@]} staging modules"
   chmod -R u+w "${tmp}"
   log "pristine tree: copied k8s.io/kubernetes and ${n} staging modules; committing"
@@ -145,7 +177,8 @@ ensure_pristine() {
   GIT_AUTHOR_DATE="${time}" GIT_COMMITTER_DATE="${time}" \
     tree_git "${tmp}" commit -q -m "upstream ${KUBE_VERSION}" -m \
     "k8s.io/kubernetes@${KUBE_VERSION} from the Go module cache, with every staging module
-at ${KUBE_STAGING_VERSION} copied into staging/src/k8s.io/<name>. Assembled by hack/build-kubelet.sh."
+at ${KUBE_STAGING_VERSION} copied into staging/src/k8s.io/<name>${substituted:+ (but ${substituted% }, which the
+Go module proxy does not serve at ${KUBE_STAGING_VERSION})}. Assembled by hack/build-kubelet.sh."
   tree_git "${tmp}" tag "${UPSTREAM_TAG}"
   [ -z "$(tree_git "${tmp}" status --porcelain)" ] || die "pristine tree is not clean after its commit"
   echo "${want}" > "${tmp}/${PRISTINE_STAMP}"

@@ -16,8 +16,9 @@
 #      library's own unit tests from the tag; the same driver with kubeletplugin.Start builds too
 #      and differs from it in that one line (the drop-in);
 #   4. the supported k8s.io/* range: the outside module of 3 resolved the oldest, the floor the
-#      library's go.mod requires; a copy of it on the newest (LIBRARY_KUBE_NEWEST) builds and runs
-#      the library's unit tests again;
+#      library's go.mod requires; a copy of it on the newest patch of each supported minor
+#      (LIBRARY_KUBE_TESTED, or ADOPTION_RELEASES) builds and runs the library's unit tests again,
+#      and a copy of the example driver builds and passes its tests there;
 #   5. the example driver copied from the release, as a driver author copies it: its go.mod must
 #      require the library at LIBRARY_VERSION with no replace; tidy, build, vet, test;
 #   6. the check tool installed as a node operator installs it, `go install <tool>@LIBRARY_VERSION`
@@ -109,6 +110,19 @@ library_at_release() {
   log "verify-adoption: $1 uses the library at ${LIBRARY_VERSION}, fetched by tag"
 }
 
+# fit_health DIR: a driver on a k8s.io release whose kubeletplugin has no DeviceHealthReport
+# (before v0.37) has no WatchHealthStatus method either (kubeletplugin v0.37 added it to DRAPlugin):
+# removes DIR/health.go there, as such a driver is written. Run after the module's go mod tidy.
+fit_health() {
+  local dir=$1 module_dir version
+  module_dir=$(cd "${dir}" && go list -m -f '{{.Dir}}' k8s.io/dynamic-resource-allocation)
+  version=$(cd "${dir}" && go list -m -f '{{.Version}}' k8s.io/dynamic-resource-allocation)
+  if ! grep -q '^type DeviceHealthReport ' "${module_dir}"/kubeletplugin/*.go; then
+    rm -f "${dir}/health.go"
+    log "verify-adoption: ${dir##*/}: kubeletplugin ${version} has no WatchHealthStatus: built without health.go"
+  fi
+}
+
 # 3. An outside module.
 outside="${scratch}/outside-driver"
 mkdir -p "${outside}"
@@ -118,6 +132,7 @@ go mod init example.com/outside-driver 2> /dev/null
 timed "verify-adoption: go get ${MODULE_PREFIX}/pkg/failfastplugin@${LIBRARY_VERSION}" \
   go get "${MODULE_PREFIX}/pkg/failfastplugin@${LIBRARY_VERSION}"
 timed "verify-adoption: outside module: go mod tidy" go mod tidy
+fit_health "${outside}"
 no_replace "the outside module"
 library_at_release "the outside module"
 timed "verify-adoption: outside module: go build ./..." go build ./...
@@ -154,22 +169,60 @@ for mod in "${kube_modules[@]}"; do
   [ "${got}" = "${kube_oldest}" ] || die "verify-adoption: the outside module resolved ${mod} to ${got}, not to the library's floor ${kube_oldest}"
 done
 log "verify-adoption: oldest supported k8s.io release ${kube_oldest}: tested above (${kube_modules[*]})"
-newest="${scratch}/outside-driver-newest"
-cp -r "${outside}" "${newest}"
-cd "${newest}" || exit 1
-timed "verify-adoption: go get the newest supported k8s.io release ${LIBRARY_KUBE_NEWEST}" \
-  go get "${kube_modules[@]/%/@${LIBRARY_KUBE_NEWEST}}"
-timed "verify-adoption: newest: go mod tidy" go mod tidy
-for mod in "${kube_modules[@]}"; do
-  got=$(go list -m -f '{{.Version}}' "${mod}")
-  [ "${got}" = "${LIBRARY_KUBE_NEWEST}" ] || die "verify-adoption: ${mod} resolved to ${got}, want ${LIBRARY_KUBE_NEWEST}"
-done
-library_at_release "the outside module on ${LIBRARY_KUBE_NEWEST}"
-timed "verify-adoption: newest: go build ./..." go build ./...
-timed "verify-adoption: the library's unit tests on k8s.io ${LIBRARY_KUBE_NEWEST}" \
-  go test -mod=mod -count=1 -v ./... "${MODULE_PREFIX}/api/..." "${MODULE_PREFIX}/pkg/failfastplugin/..."
+# toolchain_for RELEASE: prints the GOTOOLCHAIN for modules of the k8s.io release RELEASE: the
+# machine's Go, or KUBE_PRERELEASE_TOOLCHAIN where they need a newer one.
+toolchain_for() {
+  local need
+  need=$(go mod download -json "k8s.io/api@$1" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' | xargs sed -n 's/^go //p')
+  if [ -n "${need}" ] && [ "$(printf '%s\n%s\n' "${need}" "$(go env GOVERSION | sed 's/^go//')" | sort -V | head -1)" != "${need}" ]; then
+    echo "${KUBE_PRERELEASE_TOOLCHAIN}"
+  else
+    echo "${GOTOOLCHAIN}"
+  fi
+}
 
-# 5. The example driver, copied from the release.
+# on_release DIR RELEASE: moves the module in DIR (a copy) to the k8s.io release RELEASE for the
+# library's k8s.io modules, as a driver on that release has them, and checks that go resolved them.
+on_release() {
+  local dir=$1 release=$2 mod got
+  cd "${dir}" || exit 1
+  timed "verify-adoption: ${dir##*/}: go get k8s.io ${release}" go get "${kube_modules[@]/%/@${release}}"
+  timed "verify-adoption: ${dir##*/}: go mod tidy" go mod tidy
+  fit_health "${dir}"
+  for mod in "${kube_modules[@]}"; do
+    got=$(go list -m -f '{{.Version}}' "${mod}")
+    [ "${got}" = "${release}" ] || die "verify-adoption: ${dir##*/}: ${mod} resolved to ${got}, want ${release}"
+  done
+  library_at_release "${dir##*/} on k8s.io ${release}"
+}
+
+# The newest patch of each supported minor: the outside module builds and the library's unit tests
+# pass there; the example driver builds, vets and tests there too.
+example_release=$(cd "${origin}/${EXAMPLE_MODULE}" && go mod edit -json | tr -d '\n\t ' |
+  grep -oE '\{"Path":"k8s\.io/api","Version":"[^"]*"\}' | sed 's/.*"Version":"\([^"]*\)".*/\1/')
+# ADOPTION_RELEASES (space-separated) narrows LIBRARY_KUBE_TESTED, for make test's time budget.
+read -r -a releases <<<"${ADOPTION_RELEASES:-${LIBRARY_KUBE_TESTED[*]}}"
+for release in "${releases[@]}"; do
+  (
+    GOTOOLCHAIN=$(toolchain_for "${release}")
+    export GOTOOLCHAIN
+    log "verify-adoption: k8s.io ${release} (GOTOOLCHAIN=${GOTOOLCHAIN})"
+    cp -r "${outside}" "${scratch}/outside-${release}"
+    cp "${origin}/test/adoption/outside-driver/health.go" "${scratch}/outside-${release}/"
+    on_release "${scratch}/outside-${release}" "${release}"
+    # go test builds the outside driver's package too.
+    timed "verify-adoption: the outside module and the library's unit tests on k8s.io ${release}" \
+      go test -mod=mod -count=1 -v ./... "${MODULE_PREFIX}/api/..." "${MODULE_PREFIX}/pkg/failfastplugin/..."
+    # The release the example's own go.mod requires is step 5's.
+    if [ "${release}" != "${example_release}" ]; then
+      cp -r "${origin}/${EXAMPLE_MODULE}" "${scratch}/example-${release}"
+      on_release "${scratch}/example-${release}" "${release}"
+      timed "verify-adoption: example driver on ${release}: go test (step 5 vets it)" go test -count=1 -v ./...
+    fi
+  )
+done
+
+# 5. The example driver, copied from the release, on the k8s.io release its go.mod requires.
 example="${scratch}/$(basename "${EXAMPLE_MODULE}")"
 cp -r "${origin}/${EXAMPLE_MODULE}" "${example}"
 cd "${example}" || exit 1

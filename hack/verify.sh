@@ -5,7 +5,7 @@
 # make verify: every static check, no root and no cluster needed: gofmt, go vet (with and without
 # the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
 # requirements (what a release tag publishes resolves with go get alone), the patch series
-# (applies to pristine v1.37.1, builds, stays within its line budget), and the upstream-shaped
+# (applies to pristine KUBE_VERSION, builds, stays within its line budget), and the upstream-shaped
 # series (hack/upstream.sh verify --quick: upstream's generators, its tests; the kubelet build and
 # upstream's own verify scripts only with make verify-upstream). Runs all checks and fails
 # at the end if any failed. Installs shellcheck from Debian when missing and running as root.

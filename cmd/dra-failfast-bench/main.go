@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command dra-failfast-bench measures the dra-failfast kubelet against the
-// stock v1.37.1 kubelet on a local single-node cluster (make bench): six
+// stock kubelet on a local single-node cluster (make bench): six
 // scenarios (the sixth, controller churn, also with the admission webhook
 // registered and with device taints), both kubelets on the same node with the same driver and
 // workload, results in <output>/bench/<timestamp>/ (results.json, report.md,

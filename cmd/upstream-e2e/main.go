@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command upstream-e2e runs upstream Kubernetes' DRA node e2e specs (test/e2e_node of the
-// pristine v1.37.1 tree) against the stock kubelet, the dra-failfast kubelet and the kubelet of
+// pristine KUBE_VERSION tree) against the stock kubelet, the dra-failfast kubelet and the kubelet of
 // the upstream-shaped series (upstream/patches/, with its own test binary and specs), each with
 // DRAHandlePermanentDriverFailures off and on, and compares them spec by spec
 // (make test-upstream-e2e, which builds what it needs first). Needs root.

@@ -172,12 +172,6 @@ func (d *driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus: this driver reports broken GPUs through prepare
-// (DeviceFault), not through the kubelet's device health API.
-func (d *driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
-}
-
 // deviceFaults is what clearRepaired needs of failfastplugin.Helper.
 type deviceFaults interface {
 	TaintedDevices() []failfastplugin.DeviceID

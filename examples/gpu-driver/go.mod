@@ -4,13 +4,13 @@ go 1.26.0
 
 require (
 	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.1.0
-	k8s.io/api v0.37.1
-	k8s.io/apimachinery v0.37.1
-	k8s.io/client-go v0.37.1
-	k8s.io/component-base v0.37.1
-	k8s.io/dynamic-resource-allocation v0.37.1
+	k8s.io/api v0.37.2
+	k8s.io/apimachinery v0.37.2
+	k8s.io/client-go v0.37.2
+	k8s.io/component-base v0.37.2
+	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kubelet v0.37.1
+	k8s.io/kubelet v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	tags.cncf.io/container-device-interface/specs-go v1.1.0
 )

@@ -7,7 +7,7 @@
 # shellcheck disable=SC2034 # its variables are used by the scripts that source it
 
 KIND_VERSION=$(cd "${REPO_ROOT}" && go list -m -f '{{.Version}}' sigs.k8s.io/kind)
-# The versions kubeadm v1.37.1 deploys (cmd/kubeadm/app/constants): CoreDNS and pause by tag.
+# The versions kubeadm v1.37.2 deploys (the same as v1.37.1) (cmd/kubeadm/app/constants): CoreDNS and pause by tag.
 COREDNS_VERSION=v1.14.6
 PAUSE_VERSION=3.10.2
 # Pod network: flannel (host-gw: every node is on kind's one bridge network), and its CNI plugin

@@ -1,7 +1,7 @@
 // Copyright 2026 The dra-failfast Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package bench measures the fork against the stock v1.37.1 kubelet on the
+// Package bench measures the fork against the stock kubelet on the
 // local cluster (internal/localcluster) with the test driver
 // (internal/testdriver): the same node, driver and workload, only the
 // kubelet binary changes between runs (e2eframework.ReplaceKubelet).
@@ -59,7 +59,7 @@ const (
 type Kubelet string
 
 const (
-	// Stock is upstream's v1.37.1 kubelet (_output/bin/kubelet-stock).
+	// Stock is upstream's kubelet of the same release (_output/bin/kubelet-stock).
 	Stock Kubelet = "stock"
 	// Fork is the dra-failfast kubelet with DRAHandlePermanentDriverFailures on.
 	Fork Kubelet = "fork"

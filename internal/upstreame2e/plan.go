@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package upstreame2e runs upstream Kubernetes' own node e2e suite (test/e2e_node, built from
-// the pristine v1.37.1 tree) against the stock kubelet and against the dra-failfast kubelet
+// the pristine KUBE_VERSION tree) against the stock kubelet and against the dra-failfast kubelet
 // with its gate off and on, on this machine, and compares the results spec by spec: parity
 // proven by tests no one here wrote. The suite starts its own etcd, API server and kubelet;
 // this package gives it a container runtime (localcluster.StartRuntime) and the images it

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	rulesapi "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -162,15 +163,15 @@ func TestDeviceFault(t *testing.T) {
 		wantNotTainted map[string]string
 		wantFailures   map[string]float64
 		// wantTaint, if set, is the taint of the first tainted device.
-		wantTaint *resourceapi.DeviceTaint
+		wantTaint *rulesapi.DeviceTaint
 	}{
 		"one device": {
 			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
 			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
-			wantTaint: &resourceapi.DeviceTaint{
+			wantTaint: &rulesapi.DeviceTaint{
 				Key:    failfastplugin.DefaultDeviceFaultTaintKey,
 				Value:  "claim-broken-pool-a-dev-1-broken",
-				Effect: resourceapi.DeviceTaintEffectNoSchedule,
+				Effect: rulesapi.DeviceTaintEffectNoSchedule,
 			},
 		},
 		"two devices of a claim": {
@@ -229,19 +230,19 @@ func TestDeviceFault(t *testing.T) {
 			message:     "💥",
 			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
 			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
-			wantTaint:   &resourceapi.DeviceTaint{Key: "gpu.example.com/broken", Value: "ecc", Effect: resourceapi.DeviceTaintEffectNoExecute},
+			wantTaint:   &rulesapi.DeviceTaint{Key: "gpu.example.com/broken", Value: "ecc", Effect: rulesapi.DeviceTaintEffectNoExecute},
 		},
 		"default value for a message that is no label value": {
 			message:     "💥",
 			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-0")}},
 			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-0")},
-			wantTaint:   &resourceapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "device-fault", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+			wantTaint:   &rulesapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "device-fault", Effect: rulesapi.DeviceTaintEffectNoSchedule},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			driverName := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(name), "-"), "-")
 			driverName = driverName[:min(len(driverName), 40)] + ".dra-failfast.test"
-			client := newFaultAPI()
+			client := newFaultAPI(t)
 			faults := startFaults(t, tc.cfg, client, driverName)
 			if tc.createErr != nil {
 				client.PrependReactor("create", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -252,14 +253,14 @@ func TestDeviceFault(t *testing.T) {
 			if tc.squat != nil {
 				// Someone who may write rules took the name, for a
 				// device of their own.
-				squatter := &resourceapi.DeviceTaintRule{
+				squatter := &rulesapi.DeviceTaintRule{
 					ObjectMeta: metav1.ObjectMeta{Name: faults.RuleName(*tc.squat)},
-					Spec: resourceapi.DeviceTaintRuleSpec{
-						DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-z"), Device: ptrTo(tc.squat.Device)},
-						Taint:          resourceapi.DeviceTaint{Key: "squat", Effect: resourceapi.DeviceTaintEffectNone},
+					Spec: rulesapi.DeviceTaintRuleSpec{
+						DeviceSelector: &rulesapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-z"), Device: ptrTo(tc.squat.Device)},
+						Taint:          rulesapi.DeviceTaint{Key: "squat", Effect: rulesapi.DeviceTaintEffectNone},
 					},
 				}
-				if _, err := client.ResourceV1().DeviceTaintRules().Create(t.Context(), squatter, metav1.CreateOptions{}); err != nil {
+				if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(t.Context(), squatter, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -400,7 +401,7 @@ func TestDeviceFaultNotEnabled(t *testing.T) {
 // rule is in the API, and every device gets exactly one.
 func TestDeviceFaultsConcurrent(t *testing.T) {
 	const devices = 8
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "concurrent.dra-failfast.test")
 
 	var wg sync.WaitGroup
@@ -422,7 +423,7 @@ func TestDeviceFaultsConcurrent(t *testing.T) {
 				errs <- fmt.Errorf("claim %s: got %v, want permanent %q", claim, res.Err, want)
 				return
 			}
-			if _, err := client.ResourceV1().DeviceTaintRules().Get(context.Background(), ruleNameOf(t, client, device), metav1.GetOptions{}); err != nil {
+			if _, err := client.ResourceV1beta2().DeviceTaintRules().Get(context.Background(), ruleNameOf(t, client, device), metav1.GetOptions{}); err != nil {
 				errs <- fmt.Errorf("claim %s returned before the rule of %s was in the API: %w", claim, device, err)
 			}
 		})
@@ -463,7 +464,7 @@ func ruleNameOf(t *testing.T, client *fake.Clientset, device failfastplugin.Devi
 func TestDeviceFaultRestartAndClear(t *testing.T) {
 	ctx := t.Context()
 	const driverName = "restart.dra-failfast.test"
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	broken := dev("pool-a", "dev-1")
 	prepare := func(faults *failfastplugin.DeviceFaults) error {
 		t.Helper()
@@ -489,13 +490,13 @@ func TestDeviceFaultRestartAndClear(t *testing.T) {
 	if err != nil || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
 		t.Fatalf("fault on node-2: %v, %v", err, result["uid-broken"].Err)
 	}
-	handWritten := &resourceapi.DeviceTaintRule{
+	handWritten := &rulesapi.DeviceTaintRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Labels: map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName},
 			Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: faultNode}},
-		Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-a"), Device: ptrTo("dev-3")},
-			Taint: resourceapi.DeviceTaint{Key: "ops", Effect: resourceapi.DeviceTaintEffectNoSchedule}},
+		Spec: rulesapi.DeviceTaintRuleSpec{DeviceSelector: &rulesapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo("pool-a"), Device: ptrTo("dev-3")},
+			Taint: rulesapi.DeviceTaint{Key: "ops", Effect: rulesapi.DeviceTaintEffectNoSchedule}},
 	}
-	if _, err := client.ResourceV1().DeviceTaintRules().Create(ctx, handWritten, metav1.CreateOptions{}); err != nil {
+	if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(ctx, handWritten, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -523,7 +524,7 @@ func TestDeviceFaultRestartAndClear(t *testing.T) {
 	if rules := rulesInAPI(t, client); len(rules[broken]) != 0 || len(rules[otherBroken]) != 1 {
 		t.Errorf("rules after ClearDeviceFault of %s: %+v, want only node-2's", broken, rules)
 	}
-	if _, err := client.ResourceV1().DeviceTaintRules().Get(ctx, "by-hand", metav1.GetOptions{}); err != nil {
+	if _, err := client.ResourceV1beta2().DeviceTaintRules().Get(ctx, "by-hand", metav1.GetOptions{}); err != nil {
 		t.Errorf("the hand-written rule: %v", err)
 	}
 
@@ -532,7 +533,7 @@ func TestDeviceFaultRestartAndClear(t *testing.T) {
 		t.Errorf("fault after clearing: %v", err)
 	}
 	name := ruleNameOf(t, client, broken)
-	if err := client.ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := client.ResourceV1beta2().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := prepare(restarted); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
@@ -546,7 +547,7 @@ func TestDeviceFaultRestartAndClear(t *testing.T) {
 // TestDeviceFaultTwoDrivers: two drivers with the same pool and device
 // names each get a rule of their own, and clearing one leaves the other.
 func TestDeviceFaultTwoDrivers(t *testing.T) {
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	device := dev("shared-pool", "dev-0")
 	var drivers []*failfastplugin.DeviceFaults
 	for _, name := range []string{"a.dra-failfast.test", "b.dra-failfast.test"} {
@@ -572,7 +573,7 @@ func TestDeviceFaultTwoDrivers(t *testing.T) {
 // TestClearDeviceFaultFails: a rule that cannot be deleted stays a fault:
 // the error names it, and TaintedDevices still lists the device.
 func TestClearDeviceFaultFails(t *testing.T) {
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "clear.dra-failfast.test")
 	device := dev("pool", "dev-0")
 	if _, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {device}}}).PrepareResourceClaims(t.Context(), claimsNamed("broken")); err != nil {
@@ -593,7 +594,7 @@ func TestClearDeviceFaultFails(t *testing.T) {
 // TestDeviceFaultBeforePublishing: a fault before the driver published
 // anything is tainted all the same: the rule needs no ResourceSlice.
 func TestDeviceFaultBeforePublishing(t *testing.T) {
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, "early.dra-failfast.test")
 	result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {dev("pool", "dev-0")}}}).
 		PrepareResourceClaims(t.Context(), claimsNamed("broken"))
@@ -617,7 +618,7 @@ func TestLoad(t *testing.T) {
 		return failfastplugin.DeviceFaultConfig{DriverName: "load.dra-failfast.test", NodeName: faultNode, KubeClient: client}
 	}
 	t.Run("retries", func(t *testing.T) {
-		client := newFaultAPI()
+		client := newFaultAPI(t)
 		var failed atomic.Int32
 		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if failed.Add(1) == 1 {
@@ -637,7 +638,7 @@ func TestLoad(t *testing.T) {
 		}
 	})
 	t.Run("forbidden", func(t *testing.T) {
-		client := newFaultAPI()
+		client := newFaultAPI(t)
 		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(resourceapi.Resource("devicetaintrules"), "", errors.New("RBAC"))
 		})
@@ -662,7 +663,7 @@ func TestLoad(t *testing.T) {
 		}
 	})
 	t.Run("in the background", func(t *testing.T) {
-		client := newFaultAPI()
+		client := newFaultAPI(t)
 		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
 		if err != nil {
 			t.Fatal(err)
@@ -678,7 +679,30 @@ func TestLoad(t *testing.T) {
 		}
 	})
 	t.Run("not served", func(t *testing.T) {
-		client := newFaultAPI()
+		client := newFaultAPI(t)
+		serveRules(t, client)
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = faults.Load(t.Context())
+		if !errors.Is(err, failfastplugin.ErrDeviceTaintRulesNotServed) ||
+			!strings.Contains(err.Error(), "list DeviceTaintRules of driver load.dra-failfast.test: the API server serves DeviceTaintRules in none of resource.k8s.io/v1, v1beta2, v1alpha3 (Kubernetes 1.37: served by default; 1.36: feature gate DRADeviceTaintRules") {
+			t.Errorf("Load: %v, want ErrDeviceTaintRulesNotServed naming the versions and gates", err)
+		}
+		if elapsed := time.Since(start); elapsed > 10*time.Second {
+			t.Errorf("Load retried for %v a resource the API server does not serve", elapsed)
+		}
+		// A fault still fails its claim permanently, saying why its
+		// device is not tainted.
+		err = prepareErr(t, faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {dev("pool", "dev-0")}}}), "broken")
+		if !failfastplugin.IsPermanent(err) || !strings.Contains(err.Error(), "not tainted: the API server serves DeviceTaintRules in none of") {
+			t.Errorf("fault: %v", err)
+		}
+	})
+	t.Run("gone after discovery", func(t *testing.T) {
+		client := newFaultAPI(t)
 		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewNotFound(resourceapi.Resource("devicetaintrules"), "")
 		})
@@ -686,15 +710,83 @@ func TestLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		err = faults.Load(t.Context())
-		if err == nil || !strings.Contains(err.Error(), "list DeviceTaintRules of driver load.dra-failfast.test: the API server does not serve them") {
+		if err := faults.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "the API server does not serve them in resource.k8s.io/v1 any more") {
 			t.Errorf("Load: %v, want the list's error", err)
 		}
-		if elapsed := time.Since(start); elapsed > 10*time.Second {
-			t.Errorf("Load retried for %v a resource the API server does not serve", elapsed)
+	})
+	t.Run("discovery fails once", func(t *testing.T) {
+		client := newFaultAPI(t)
+		var failed atomic.Int32
+		client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if failed.Add(1) == 1 {
+				return true, nil, apierrors.NewServiceUnavailable("starting")
+			}
+			return false, nil, nil
+		})
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := faults.Load(t.Context()); err != nil {
+			t.Errorf("Load after a failed discovery: %v", err)
+		}
+		if got := faults.RulesAPIVersion(); got != "v1" {
+			t.Errorf("rules API version %q, want v1", got)
 		}
 	})
+}
+
+// prepareErr is the error of claim when plugin prepares it alone.
+func prepareErr(t *testing.T, plugin kubeletplugin.DRAPlugin, claim string) error {
+	t.Helper()
+	result, err := plugin.PrepareResourceClaims(t.Context(), claimsNamed(claim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return result[types.UID("uid-"+claim)].Err
+}
+
+// TestDeviceTaintRuleVersions: rules go through the preferred version of
+// resource.k8s.io that the API server serves DeviceTaintRules in, found by
+// discovery: v1 (Kubernetes 1.37), v1beta2 (1.36), v1alpha3 (1.35).
+func TestDeviceTaintRuleVersions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		served []string
+		want   string
+	}{
+		"1.37 and later":                {served: []string{"v1beta2", "v1", "v1alpha3"}, want: "v1"},
+		"1.36 with DRADeviceTaintRules": {served: []string{"v1beta2", "v1alpha3"}, want: "v1beta2"},
+		"1.35 with DRADeviceTaintRules": {served: []string{"v1alpha3"}, want: "v1alpha3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := newFaultAPI(t)
+			requests := serveRules(t, client, tc.served...)
+			driverName := "versions.dra-failfast.test"
+			faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+			broken := dev("pool", "dev-0")
+			prepare := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}})
+			if err := prepareErr(t, prepare, "broken"); !failfastplugin.IsPermanent(err) || strings.Contains(err.Error(), "not tainted") {
+				t.Fatalf("fault: %v", err)
+			}
+			if got := taintsInAPI(t, client)[broken]; len(got) != 1 {
+				t.Errorf("taints of %s: %v, want one", broken, got)
+			}
+			restarted := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+			if got := restarted.TaintedDevices(); !reflect.DeepEqual(got, []failfastplugin.DeviceID{broken}) {
+				t.Errorf("after a restart: TaintedDevices = %v", got)
+			}
+			if err := restarted.ClearDeviceFault(t.Context(), broken); err != nil {
+				t.Fatal(err)
+			}
+			if got := rulesInAPI(t, client); len(got) != 0 {
+				t.Errorf("rules after ClearDeviceFault: %v", got)
+			}
+			want := []string{"GET " + tc.want, "POST " + tc.want, "GET " + tc.want, "DELETE " + tc.want}
+			if got := requests.get(); !reflect.DeepEqual(got, want) {
+				t.Errorf("requests %v, want %v", got, want)
+			}
+		})
+	}
 }
 
 // TestClearDeviceFaultWhileLoading: a fault cleared after Load listed the
@@ -702,7 +794,7 @@ func TestLoad(t *testing.T) {
 func TestClearDeviceFaultWhileLoading(t *testing.T) {
 	ctx := t.Context()
 	const driverName = "loading.dra-failfast.test"
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	repaired, broken := dev("pool", "dev-0"), dev("pool", "dev-1")
 	first := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
 	result, err := first.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {repaired, broken}}}).PrepareResourceClaims(ctx, claimsNamed("broken"))
@@ -731,7 +823,7 @@ func TestClearDeviceFaultWhileLoading(t *testing.T) {
 }
 
 func TestNewDeviceFaults(t *testing.T) {
-	client := newFaultAPI()
+	client := newFaultAPI(t)
 	complete := failfastplugin.DeviceFaultConfig{DriverName: "d", NodeName: "n", KubeClient: client}
 	with := func(change func(*failfastplugin.DeviceFaultConfig)) failfastplugin.DeviceFaultConfig {
 		cfg := complete

@@ -48,7 +48,11 @@
 //		failfastplugin.DeviceFaultConfig{DriverName: "gpu.example.com", NodeName: nodeName, KubeClient: client})
 //
 // Before the answer leaves the driver, the library creates one cluster-scoped
-// DeviceTaintRule (resource.k8s.io/v1) per faulty device: a NoSchedule taint
+// DeviceTaintRule per faulty device, in the first of DeviceTaintRuleVersions
+// that the API server serves (found by discovery: v1 from Kubernetes 1.37 on,
+// v1beta2 or v1alpha3 on 1.36 and 1.35 with their feature gate and
+// runtime-config; the library needs k8s.io/* v0.36 or later, not v0.37): a
+// NoSchedule taint
 // (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when) on exactly
 // that driver, pool and device. It waits only until the API server stored the
 // rules (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
@@ -87,8 +91,9 @@
 // in the background (DeviceFaults.LoadInBackground), so that the driver
 // registers whatever the API server does; Helper.Loaded is closed when that is
 // done, and Helper.LoadErr says why it gave up (at once when the API server
-// does not serve resource.k8s.io/v1 DeviceTaintRules: Kubernetes before 1.37,
-// or the DRADeviceTaintRules feature gate off). The driver's service account
+// serves DeviceTaintRules in none of DeviceTaintRuleVersions,
+// ErrDeviceTaintRulesNotServed, whose text names the gate and runtime-config
+// each Kubernetes version needs). The driver's service account
 // needs, besides what kubeletplugin needs, to list (at start), create (a
 // fault), get (a rule of that name exists already) and delete
 // (ClearDeviceFault) devicetaintrules. Start takes the same options as before

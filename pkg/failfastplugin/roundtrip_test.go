@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	rulesapi "k8s.io/api/resource/v1beta2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,7 +41,13 @@ import (
 const driverName = "driver.dra-failfast.test"
 
 // scriptedPlugin fails each claim as its name says.
-type scriptedPlugin struct{}
+type scriptedPlugin struct {
+	// The methods that a kubeletplugin release adds to DRAPlugin
+	// (WatchHealthStatus in v0.37), which no test here calls: the tests
+	// compile against every k8s.io release the library supports, and
+	// DeviceHealthReport does not exist in v0.36.
+	kubeletplugin.DRAPlugin
+}
 
 func (scriptedPlugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
@@ -62,11 +69,6 @@ func (scriptedPlugin) UnprepareResourceClaims(ctx context.Context, claims []kube
 }
 
 func (scriptedPlugin) HandleError(ctx context.Context, err error, msg string) {}
-
-func (scriptedPlugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
-	<-ctx.Done()
-	return nil
-}
 
 func allocatedClaim(name string) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{
@@ -215,6 +217,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	ctx := t.Context()
 	const node = "node"
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
+	serveRules(t, client, "v1")
 	// The fake does not implement generateName, which the ResourceSlice
 	// controller uses.
 	var generated atomic.Int64
@@ -293,7 +296,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	if len(taints) != 1 || len(inAPI) != 1 {
 		t.Fatalf("taints in the API when the answer arrived: %v, want one on %s", inAPI, broken)
 	}
-	if taint := taints[0]; taint.Key != failfastplugin.DefaultDeviceFaultTaintKey || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule ||
+	if taint := taints[0]; taint.Key != failfastplugin.DefaultDeviceFaultTaintKey || taint.Effect != rulesapi.DeviceTaintEffectNoSchedule ||
 		taint.Value != "claim-broken-pool-dev-1-broken" || taint.TimeAdded == nil {
 		t.Errorf("taint = %+v", taint)
 	}

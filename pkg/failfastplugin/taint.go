@@ -18,6 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	resourcerules "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,8 @@ type DeviceFaultConfig struct {
 // Wrap's plugin and the GRPCInterceptor option.
 type DeviceFaults struct {
 	cfg DeviceFaultConfig
+	// api is where the API server serves DeviceTaintRules.
+	api ruleAPIFinder
 	// enabled is false for the DeviceFaults of Start: a DeviceFault then
 	// fails the claim permanently without a taint, and says so.
 	enabled bool
@@ -168,7 +171,7 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, enabled: true, rules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
+	return &DeviceFaults{cfg: cfg, api: ruleAPIFinder{kube: cfg.KubeClient}, enabled: true, rules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
 }
 
 // Config returns the configuration, with defaults applied.
@@ -185,7 +188,9 @@ func (f *DeviceFaults) Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlu
 // DeviceTaintRules of its device faults (TaintedDevices returns them
 // afterwards), and the Node that owns the rules. It retries failures until
 // ctx ends, except those that retrying cannot help: the API server does not
-// serve DeviceTaintRules, or the driver may not read them (Forbidden).
+// serve DeviceTaintRules in any of DeviceTaintRuleVersions
+// (ErrDeviceTaintRulesNotServed), or the driver may not read them
+// (Forbidden).
 // Faults are tainted without it all the same, but their rules get no owner,
 // and TaintedDevices only knows the faults of this process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
@@ -200,7 +205,7 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	}()
 	var (
 		node    *v1.Node
-		rules   *resourceapi.DeviceTaintRuleList
+		rules   *resourcerules.DeviceTaintRuleList
 		lastErr error
 	)
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
@@ -214,14 +219,21 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 				return false, nil
 			}
 		}
-		rules, err = f.cfg.KubeClient.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{
-			LabelSelector: labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName}.String(),
-		})
+		api, err := f.api.get(ctx)
+		switch {
+		case errors.Is(err, ErrDeviceTaintRulesNotServed):
+			return false, fmt.Errorf("list DeviceTaintRules of driver %s: %w", f.cfg.DriverName, err)
+		case err != nil:
+			lastErr = err
+			logger.V(2).Info("Discovering the DeviceTaintRules API failed, retrying", "err", err)
+			return false, nil
+		}
+		rules, err = api.list(ctx, labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName}.String())
 		switch {
 		case err == nil:
 			return true, nil
 		case apierrors.IsNotFound(err):
-			return false, fmt.Errorf("list DeviceTaintRules of driver %s: the API server does not serve them (resource.k8s.io/v1, Kubernetes 1.37 or later with DRADeviceTaintRules): %w", f.cfg.DriverName, err)
+			return false, fmt.Errorf("list DeviceTaintRules of driver %s: the API server does not serve them in %s/%s any more: %w", f.cfg.DriverName, resourceGroup, api.version, err)
 		case apierrors.IsForbidden(err):
 			return false, fmt.Errorf("list DeviceTaintRules of driver %s: the driver may not (RBAC: list devicetaintrules): %w", f.cfg.DriverName, err)
 		default:
@@ -304,7 +316,7 @@ func (f *DeviceFaults) LoadErr() error {
 }
 
 // ruleDevice returns the device that rule selects, if it selects exactly one.
-func ruleDevice(rule *resourceapi.DeviceTaintRule) (DeviceID, bool) {
+func ruleDevice(rule *deviceTaintRule) (DeviceID, bool) {
 	selector := rule.Spec.DeviceSelector
 	if selector == nil || selector.Pool == nil || selector.Device == nil {
 		return DeviceID{}, false
@@ -329,18 +341,18 @@ func (f *DeviceFaults) ruleName(device DeviceID) string {
 }
 
 // rule returns the DeviceTaintRule that taints device with taint.
-func (f *DeviceFaults) rule(device DeviceID, taint resourceapi.DeviceTaint) *resourceapi.DeviceTaintRule {
+func (f *DeviceFaults) rule(device DeviceID, taint resourcerules.DeviceTaint) *deviceTaintRule {
 	f.mu.Lock()
 	owner := f.owner
 	f.mu.Unlock()
-	rule := &resourceapi.DeviceTaintRule{
+	rule := &deviceTaintRule{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        f.ruleName(device),
 			Labels:      map[string]string{DeviceTaintRuleDriverLabel: f.cfg.DriverName},
 			Annotations: map[string]string{DeviceTaintRuleNodeAnnotation: f.cfg.NodeName},
 		},
-		Spec: resourceapi.DeviceTaintRuleSpec{
-			DeviceSelector: &resourceapi.DeviceTaintSelector{
+		Spec: resourcerules.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcerules.DeviceTaintSelector{
 				Driver: ptr.To(f.cfg.DriverName),
 				Pool:   ptr.To(device.Pool),
 				Device: ptr.To(device.Device),
@@ -361,13 +373,17 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 	if !f.enabled {
 		return nil
 	}
+	api, err := f.api.get(ctx)
+	if err != nil {
+		return fmt.Errorf("clear device faults: %w", err)
+	}
 	f.writeMu.Lock()
 	defer f.writeMu.Unlock()
 	var errs []error
 	var cleared []DeviceID
 	for _, device := range devices {
 		name := f.ruleName(device)
-		err := f.cfg.KubeClient.ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{})
+		err := api.delete(ctx, name)
 		switch {
 		case err == nil:
 			cleared = append(cleared, device)
@@ -439,26 +455,33 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
 	defer cancel()
+	rulesAPI, err := f.api.get(ctx)
+	if err != nil {
+		for _, device := range devices {
+			failures[device] = &taintFailure{reason: TaintFailurePublish, err: err}
+		}
+		logger.Error(err, "Tainting devices with a fault failed", "devices", deviceNames(devices))
+		return failures
+	}
 	f.writeMu.Lock()
 	defer f.writeMu.Unlock()
 	now := metav1.Now().Rfc3339Copy() // what the API stores
 	var created []string
-	rulesAPI := f.cfg.KubeClient.ResourceV1().DeviceTaintRules()
 	// Every fault writes its rule, also for a device with a rule already:
 	// a device that fails again was allocated although tainted, so its
 	// rule may be gone (an operator deleted it).
 	for _, device := range devices {
-		taint := resourceapi.DeviceTaint{
+		taint := resourcerules.DeviceTaint{
 			Key:       f.cfg.TaintKey,
 			Value:     f.cfg.TaintValue,
-			Effect:    f.cfg.TaintEffect,
+			Effect:    resourcerules.DeviceTaintEffect(f.cfg.TaintEffect),
 			TimeAdded: &now,
 		}
 		if taint.Value == "" {
 			taint.Value = taintValue(texts[device])
 		}
 		rule := f.rule(device, taint)
-		_, err := rulesAPI.Create(ctx, rule, metav1.CreateOptions{})
+		_, err := rulesAPI.create(ctx, rule)
 		if apierrors.IsAlreadyExists(err) {
 			// Written by an earlier fault, maybe by an earlier
 			// instance of the driver or on another node of a shared
@@ -466,8 +489,8 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 			// name is predictable, and anyone who may write rules
 			// could have taken it. An operator may have changed its
 			// taint since, which stays as it is.
-			var existing *resourceapi.DeviceTaintRule
-			existing, err = rulesAPI.Get(ctx, rule.Name, metav1.GetOptions{})
+			var existing *deviceTaintRule
+			existing, err = rulesAPI.get(ctx, rule.Name)
 			if err == nil {
 				if selected, ok := ruleDevice(existing); !ok || selected != device || existing.Spec.DeviceSelector.Driver == nil || *existing.Spec.DeviceSelector.Driver != f.cfg.DriverName {
 					failures[device] = &taintFailure{reason: TaintFailureRuleConflict, err: fmt.Errorf("DeviceTaintRule %s exists and does not select this device", rule.Name)}

@@ -92,7 +92,7 @@ func connect(t *testing.T) (kubernetes.Interface, []worker) {
 	return client, workers
 }
 
-// isForkKubelet tells the fork's kubelet by its version, v1.37.1-dra-failfast.N.
+// isForkKubelet tells the fork's kubelet by its version, v1.37.2-dra-failfast.N.
 func isForkKubelet(version string) bool { return strings.Contains(version, "-dra-failfast.") }
 
 // newNamespace creates a namespace for one test, deleted when it ends, with the test driver's

@@ -59,14 +59,15 @@ func forEachCluster(t *testing.T, check func(t *testing.T, cluster *kindv1alpha4
 }
 
 // nodeImages returns the fork's and the stock node image names that hack/kind-image.sh builds:
-// dra-failfast/kind-node:<KUBE_VERSION>-dra-failfast.<FORK_REVISION> and <KUBE_VERSION>-stock.
+// dra-failfast/kind-node:<KUBE_VERSION>-dra-failfast.<FORK_REVISION> and <KUBE_VERSION>-stock, for
+// the default KUBE_VERSION (the one deploy/kind's configs name).
 func nodeImages(t *testing.T) (fork, stock string) {
 	t.Helper()
 	lib := string(repoFile(t, "hack", "lib.sh"))
-	version := regexp.MustCompile(`(?m)^KUBE_VERSION=(\S+)$`).FindStringSubmatch(lib)
+	version := regexp.MustCompile(`(?m)^DEFAULT_KUBE_VERSION=(\S+)$`).FindStringSubmatch(lib)
 	revision := regexp.MustCompile(`(?m)^FORK_REVISION=(\S+)$`).FindStringSubmatch(lib)
 	if version == nil || revision == nil {
-		t.Fatal("hack/lib.sh sets no KUBE_VERSION or FORK_REVISION")
+		t.Fatal("hack/lib.sh sets no DEFAULT_KUBE_VERSION or FORK_REVISION")
 	}
 	return "dra-failfast/kind-node:" + version[1] + "-dra-failfast." + revision[1], "dra-failfast/kind-node:" + version[1] + "-stock"
 }
@@ -244,7 +245,7 @@ func TestNodeImagesAreTheForks(t *testing.T) {
 			t.Errorf("node images %q, want %q", images, want)
 		}
 	})
-	// The registry route: kind v0.33.0 publishes kindest/node:v1.37.0 and no v1.37.1; the
+	// The registry route: kind v0.33.0 publishes kindest/node:v1.37.0 and no v1.37.2; the
 	// Dockerfile's base is kind's own default node image, pinned by its digest.
 	dockerfile := string(repoFile(t, "deploy", "kind", "Dockerfile"))
 	if !strings.HasPrefix(kinddefaults.Image, "kindest/node:v1.37.0@sha256:") {

@@ -54,11 +54,6 @@ func (plugin) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.
 
 func (plugin) HandleError(context.Context, error, string) {}
 
-// WatchHealthStatus: this driver reports no device health.
-func (plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return nil
-}
-
 func main() {
 	driverName := flag.String("driver-name", "outside.example.com", "the DRA driver name")
 	nodeName := flag.String("node-name", os.Getenv("NODE_NAME"), "the node this driver runs on")
