@@ -6,6 +6,8 @@ package testdriver
 import (
 	"context"
 	"fmt"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/failfastplugintest"
+	rulesapi "k8s.io/api/resource/v1beta2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -90,7 +92,7 @@ func opaqueConfig(driver string, source resourceapi.AllocationConfigSource, para
 // fakePublisher records what gets published.
 type fakePublisher struct {
 	// client is the fake API server of the device faults in taint mode.
-	client *fake.Clientset
+	client *failfastplugintest.Clientset
 
 	mu        sync.Mutex
 	published []resourceslice.DriverResources
@@ -115,7 +117,7 @@ func (p *fakePublisher) taints() []string {
 	if p.client == nil {
 		return nil
 	}
-	list, err := p.client.ResourceV1().DeviceTaintRules().List(context.Background(), metav1.ListOptions{})
+	list, err := p.client.ResourceV1beta2().DeviceTaintRules().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -124,10 +126,10 @@ func (p *fakePublisher) taints() []string {
 
 // ruleDevices returns the devices that rules taint with the device fault
 // taint, sorted.
-func ruleDevices(rules []resourceapi.DeviceTaintRule) []string {
+func ruleDevices(rules []rulesapi.DeviceTaintRule) []string {
 	var tainted []string
 	for _, rule := range rules {
-		if taint := rule.Spec.Taint; taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule &&
+		if taint := rule.Spec.Taint; taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == rulesapi.DeviceTaintEffectNoSchedule &&
 			rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Device != nil {
 			tainted = append(tainted, *rule.Spec.DeviceSelector.Device)
 		}
@@ -161,7 +163,7 @@ func newTestDriver(t *testing.T, cfg Config) (*Driver, *fakePublisher) {
 	publisher := &fakePublisher{}
 	var driverPublisher Publisher = publisher
 	if cfg.TaintBroken {
-		publisher.client = fakeClusterClient()
+		publisher.client = fakeClusterClient(t)
 		faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: d.DriverName(), NodeName: testNode, KubeClient: publisher.client})
 		if err != nil {
 			t.Fatal(err)
@@ -185,8 +187,9 @@ func (p *fakePublisher) last() resourceslice.DriverResources {
 }
 
 // fakeClusterClient is a fake API server with the test node and claims, for
-// a driver started with Start.
-func fakeClusterClient(claims ...*resourceapi.ResourceClaim) *fake.Clientset {
+// a driver started with Start; it serves DeviceTaintRules in
+// resource.k8s.io/v1, as Kubernetes 1.37 does.
+func fakeClusterClient(t testing.TB, claims ...*resourceapi.ResourceClaim) *failfastplugintest.Clientset {
 	objects := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}}
 	for _, claim := range claims {
 		objects = append(objects, claim)
@@ -201,5 +204,5 @@ func fakeClusterClient(claims ...*resourceapi.ResourceClaim) *fake.Clientset {
 		}
 		return false, nil, nil
 	})
-	return client
+	return failfastplugintest.ServeDeviceTaintRules(t, client, "v1")
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"k8s.io/client-go/kubernetes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,7 +21,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -54,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, claim := range claims {
 		objects = append(objects, claim)
 	}
-	client := fakeClusterClient(objects...)
+	client := fakeClusterClient(t, objects...)
 
 	running, err := Start(ctx, Options{
 		Config: Config{
@@ -151,7 +151,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// The broken device got tainted before the error came back.
-	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	rules, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRoundTrip(t *testing.T) {
 	if err := statsClient.SetBroken(ctx, "dev-1", false); err != nil {
 		t.Fatal(err)
 	}
-	if rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{}); err != nil || len(rules.Items) != 0 {
+	if rules, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, metav1.ListOptions{}); err != nil || len(rules.Items) != 0 {
 		t.Errorf("rules after the repair: %v, %v", rules, err)
 	}
 
@@ -240,7 +240,7 @@ func dial(t *testing.T, socket string) *grpc.ClientConn {
 	return conn
 }
 
-func waitForSlice(ctx context.Context, t *testing.T, client *fake.Clientset, ok func(*resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {
+func waitForSlice(ctx context.Context, t *testing.T, client kubernetes.Interface, ok func(*resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -150,7 +150,7 @@ func TestStartServesWebhook(t *testing.T) {
 	ctx := t.Context()
 	certFile, keyFile, pool := writeServingCert(t, t.TempDir())
 	running, err := Start(ctx, Options{
-		Config:         Config{NodeName: testNode, CDIDir: t.TempDir(), KubeClient: fakeClusterClient()},
+		Config:         Config{NodeName: testNode, CDIDir: t.TempDir(), KubeClient: fakeClusterClient(t)},
 		KubeletRootDir: t.TempDir(),
 		Webhook:        WebhookOptions{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile},
 	})
@@ -194,7 +194,7 @@ func TestStartServesWebhook(t *testing.T) {
 func TestStartWebhookErrors(t *testing.T) {
 	certFile, _, _ := writeServingCert(t, t.TempDir())
 	_, err := Start(t.Context(), Options{
-		Config:         Config{NodeName: testNode, CDIDir: t.TempDir(), KubeClient: fakeClusterClient()},
+		Config:         Config{NodeName: testNode, CDIDir: t.TempDir(), KubeClient: fakeClusterClient(t)},
 		KubeletRootDir: t.TempDir(),
 		StatsAddress:   "127.0.0.1:0",
 		Webhook:        WebhookOptions{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: filepath.Join(t.TempDir(), "missing.key")},

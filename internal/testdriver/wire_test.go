@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/failfastplugintest"
 	"os"
 	"slices"
 	"strings"
@@ -20,7 +21,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/kubernetes/fake"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drapbv1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -37,9 +37,9 @@ func behaviorConfig(fields string) resourceapi.DeviceAllocationConfiguration {
 // startDriver starts the driver with Start on unix sockets in a temp dir
 // against a fake API server holding claims, and waits for its
 // ResourceSlices.
-func startDriver(t *testing.T, opts Options, claims ...*resourceapi.ResourceClaim) (*Running, *fake.Clientset, string) {
+func startDriver(t *testing.T, opts Options, claims ...*resourceapi.ResourceClaim) (*Running, *failfastplugintest.Clientset, string) {
 	t.Helper()
-	client := fakeClusterClient(claims...)
+	client := fakeClusterClient(t, claims...)
 	rootDir := shortTempDir(t)
 	opts.NodeName = testNode
 	opts.CDIDir = t.TempDir()

@@ -24,12 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/failfastplugintest"
 )
 
 // nonDNS are the runs of characters that a DNS label cannot have.
@@ -85,7 +87,7 @@ func claimsNamed(names ...string) []*resourceapi.ResourceClaim {
 }
 
 // startFaults returns DeviceFaults on client, loaded.
-func startFaults(t *testing.T, cfg failfastplugin.DeviceFaultConfig, client *fake.Clientset, driverName string) *failfastplugin.DeviceFaults {
+func startFaults(t *testing.T, cfg failfastplugin.DeviceFaultConfig, client *failfastplugintest.Clientset, driverName string) *failfastplugin.DeviceFaults {
 	t.Helper()
 	if cfg.DriverName == "" {
 		cfg.DriverName = driverName
@@ -448,7 +450,7 @@ func TestDeviceFaultsConcurrent(t *testing.T) {
 }
 
 // ruleNameOf returns the name of the rule of device in the API, "" if none.
-func ruleNameOf(t *testing.T, client *fake.Clientset, device failfastplugin.DeviceID) string {
+func ruleNameOf(t *testing.T, client *failfastplugintest.Clientset, device failfastplugin.DeviceID) string {
 	t.Helper()
 	for _, rule := range rulesInAPI(t, client)[device] {
 		return rule.Name
@@ -614,7 +616,7 @@ func TestDeviceFaultBeforePublishing(t *testing.T) {
 // API server does not serve DeviceTaintRules or the driver may not list
 // them; in the background it closes Loaded when done.
 func TestLoad(t *testing.T) {
-	cfg := func(client *fake.Clientset) failfastplugin.DeviceFaultConfig {
+	cfg := func(client kubernetes.Interface) failfastplugin.DeviceFaultConfig {
 		return failfastplugin.DeviceFaultConfig{DriverName: "load.dra-failfast.test", NodeName: faultNode, KubeClient: client}
 	}
 	t.Run("retries", func(t *testing.T) {
@@ -679,8 +681,7 @@ func TestLoad(t *testing.T) {
 		}
 	})
 	t.Run("not served", func(t *testing.T) {
-		client := newFaultAPI(t)
-		serveRules(t, client)
+		client := serveRules(t, newFaultAPI(t))
 		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
 		if err != nil {
 			t.Fatal(err)
@@ -759,8 +760,7 @@ func TestDeviceTaintRuleVersions(t *testing.T) {
 		"1.35 with DRADeviceTaintRules": {served: []string{"v1alpha3"}, want: "v1alpha3"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := newFaultAPI(t)
-			requests := serveRules(t, client, tc.served...)
+			client := serveRules(t, newFaultAPI(t), tc.served...)
 			driverName := "versions.dra-failfast.test"
 			faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
 			broken := dev("pool", "dev-0")
@@ -782,7 +782,7 @@ func TestDeviceTaintRuleVersions(t *testing.T) {
 				t.Errorf("rules after ClearDeviceFault: %v", got)
 			}
 			want := []string{"GET " + tc.want, "POST " + tc.want, "GET " + tc.want, "DELETE " + tc.want}
-			if got := requests.get(); !reflect.DeepEqual(got, want) {
+			if got := client.Requests(); !reflect.DeepEqual(got, want) {
 				t.Errorf("requests %v, want %v", got, want)
 			}
 		})

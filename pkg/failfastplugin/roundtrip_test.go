@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
+	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/failfastplugintest"
 )
 
 const driverName = "driver.dra-failfast.test"
@@ -216,8 +218,7 @@ func TestInterceptorOnlyTouchesPrepare(t *testing.T) {
 func TestRoundTripDeviceFault(t *testing.T) {
 	ctx := t.Context()
 	const node = "node"
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	serveRules(t, client, "v1")
+	client := failfastplugintest.ServeDeviceTaintRules(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}}), "v1")
 	// The fake does not implement generateName, which the ResourceSlice
 	// controller uses.
 	var generated atomic.Int64
@@ -336,7 +337,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 
 // waitForAPI waits until the devices in the API, with their taints, are
 // what ok wants.
-func waitForAPI(t *testing.T, client *fake.Clientset, what string, ok func(map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool) {
+func waitForAPI(t *testing.T, client kubernetes.Interface, what string, ok func(map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool) {
 	t.Helper()
 	var devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

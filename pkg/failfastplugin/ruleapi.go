@@ -57,8 +57,9 @@ type ruleAPI struct {
 }
 
 // restClientOf returns the REST client that ruleAPI uses: the clientset's,
-// whose paths ruleAPI sets itself. The tests replace it.
-var restClientOf = func(kube kubernetes.Interface) rest.Interface {
+// whose paths ruleAPI sets itself (package failfastplugintest gives a fake
+// clientset one).
+func restClientOf(kube kubernetes.Interface) rest.Interface {
 	return kube.ResourceV1beta2().RESTClient()
 }
 

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	"k8s.io/utils/ptr"
 )
 
@@ -181,7 +182,22 @@ func (f *DeviceFaults) Config() DeviceFaultConfig { return f.cfg }
 // leaves the driver, the devices of every claim that plugin failed with
 // DeviceFault get tainted.
 func (f *DeviceFaults) Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
-	return &wrappedPlugin{DRAPlugin: plugin, faults: f}
+	wrapped := &wrappedPlugin{DRAPlugin: plugin, faults: f}
+	// kubeletplugin before v0.37 serves device health only for a plugin
+	// that implements the v1alpha1 health server itself: the wrapper must
+	// not hide it. (From v0.37 on, WatchHealthStatus is a DRAPlugin method
+	// and passes through the embedded DRAPlugin.)
+	if health, ok := plugin.(drahealthv1alpha1.DRAResourceHealthServer); ok {
+		return &wrappedHealthPlugin{wrappedPlugin: wrapped, DRAResourceHealthServer: health}
+	}
+	return wrapped
+}
+
+// wrappedHealthPlugin is the wrapper of a plugin that serves device health
+// itself (kubeletplugin before v0.37).
+type wrappedHealthPlugin struct {
+	*wrappedPlugin
+	drahealthv1alpha1.DRAResourceHealthServer
 }
 
 // Load reads what an earlier instance of the driver on this node left: the
