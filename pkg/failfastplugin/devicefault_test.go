@@ -621,13 +621,7 @@ func TestLoad(t *testing.T) {
 	}
 	t.Run("retries", func(t *testing.T) {
 		client := newFaultAPI(t)
-		var failed atomic.Int32
-		client.PrependReactor("list", "devicetaintrules", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if failed.Add(1) == 1 {
-				return true, nil, apierrors.NewServiceUnavailable("starting")
-			}
-			return false, nil, nil
-		})
+		lists := failFirst(client, "list", "devicetaintrules")
 		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
 		if err != nil {
 			t.Fatal(err)
@@ -635,8 +629,8 @@ func TestLoad(t *testing.T) {
 		if err := faults.Load(t.Context()); err != nil {
 			t.Errorf("Load after one failure: %v", err)
 		}
-		if failed.Load() != 2 {
-			t.Errorf("%d lists, want 2", failed.Load())
+		if lists.Load() != 2 {
+			t.Errorf("%d lists, want 2", lists.Load())
 		}
 	})
 	t.Run("forbidden", func(t *testing.T) {
@@ -717,24 +711,31 @@ func TestLoad(t *testing.T) {
 	})
 	t.Run("discovery fails once", func(t *testing.T) {
 		client := newFaultAPI(t)
-		var failed atomic.Int32
-		client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
-			if failed.Add(1) == 1 {
-				return true, nil, apierrors.NewServiceUnavailable("starting")
-			}
-			return false, nil, nil
-		})
+		discoveries := failFirst(client, "get", "resource")
 		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := faults.Load(t.Context()); err != nil {
-			t.Errorf("Load after a failed discovery: %v", err)
+		if err := faults.Load(t.Context()); err != nil || discoveries.Load() < 2 {
+			t.Errorf("Load after a failed discovery: %v (%d discoveries)", err, discoveries.Load())
 		}
 		if got := faults.RulesAPIVersion(); got != "v1" {
 			t.Errorf("rules API version %q, want v1", got)
 		}
 	})
+}
+
+// failFirst makes the first verb on resource of client fail with
+// ServiceUnavailable, and counts the calls.
+func failFirst(client *failfastplugintest.Clientset, verb, resource string) *atomic.Int32 {
+	calls := &atomic.Int32{}
+	client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		if calls.Add(1) == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("starting")
+		}
+		return false, nil, nil
+	})
+	return calls
 }
 
 // prepareErr is the error of claim when plugin prepares it alone.
