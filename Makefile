@@ -5,7 +5,7 @@
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
 # BENCH_MODE: the mode of bench, full by default (hack/bench.sh lists the modes).
 .PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
-	kind-up kind-down kind-demo test-kind \
+	kind-up kind-down kind-demo test-kind test-real-driver \
 	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
 
 # The two commands of the README.
@@ -66,6 +66,10 @@ kind-demo:
 
 test-kind:
 	hack/test-kind.sh
+
+# kubernetes-sigs/dra-example-driver and its own e2e suite on this project's kind nodes (docs/real-driver.md).
+test-real-driver:
+	hack/test-real-driver.sh
 
 verify-patches:
 	hack/verify-patches.sh

@@ -40,7 +40,9 @@ check_cluster() {
   kubectl wait --for=condition=Ready nodes --all --timeout=3m > /dev/null
   kubectl -n kube-system wait --for=condition=Ready pods -l k8s-app=kube-dns --timeout=3m > /dev/null
   log "nodes Ready: $(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name} ({.status.nodeInfo.kubeletVersion}) {end}'); CoreDNS Running"
-  # Pod to Service to pod, across the two workers.
+  # Pod to Service to pod, across the two workers (on the one worker of a one-worker cluster).
+  local server="${KIND_CLUSTER}-worker" client="${KIND_CLUSTER}-worker2"
+  kubectl get node "${client}" > /dev/null 2>&1 || client=${server}
   kind load image-archive "${OUTPUT_DIR}/images/workload.tar" --name "${KIND_CLUSTER}" > /dev/null
   kubectl delete pod,service -l app=kind-net-check --ignore-not-found --wait > /dev/null
   kubectl apply -f - > /dev/null <<YAML
@@ -48,7 +50,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: kind-net-server, labels: {app: kind-net-check, role: server}}
 spec:
-  nodeName: ${KIND_CLUSTER}-worker
+  nodeName: ${server}
   containers: [{name: server, image: dra-failfast.local/workload:v1, args: [--mode=serve, --listen=:8080]}]
 ---
 apiVersion: v1
@@ -62,14 +64,14 @@ apiVersion: v1
 kind: Pod
 metadata: {name: kind-net-client, labels: {app: kind-net-check}}
 spec:
-  nodeName: ${KIND_CLUSTER}-worker2
+  nodeName: ${client}
   restartPolicy: Never
   containers:
   - {name: client, image: dra-failfast.local/workload:v1, args: [--mode=fetch, "--url=http://kind-net-check.default.svc.cluster.local", --exit-after=2m]}
 YAML
   kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/kind-net-client --timeout=3m > /dev/null ||
-    die "pod on ${KIND_CLUSTER}-worker2 did not reach the Service backed by ${KIND_CLUSTER}-worker: $(kubectl logs kind-net-client 2>&1 | tail -1)"
-  log "network: $(kubectl logs kind-net-client | tail -1) (${KIND_CLUSTER}-worker2 -> Service -> ${KIND_CLUSTER}-worker)"
+    die "pod on ${client} did not reach the Service backed by ${server}: $(kubectl logs kind-net-client 2>&1 | tail -1)"
+  log "network: $(kubectl logs kind-net-client | tail -1) (${client} -> Service -> ${server})"
   kubectl delete pod,service -l app=kind-net-check --wait=false > /dev/null
 }
 timed "cluster check" check_cluster

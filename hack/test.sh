@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # The project's test run (make test, README, .ci/run), or some of its stages:
-#   hack/test.sh [STAGE...]      default: verify unit adoption build upstream e2e kind release, in
+#   hack/test.sh [STAGE...]      default: verify unit adoption real-driver build upstream e2e kind release, in
 #                                this order: what fits make test's 60-minute budget from cold on 2
 #                                cores. upstream-e2e and bench run only when named (make
 #                                test-extra runs both): with them a cold run took 77 min.
@@ -12,6 +12,9 @@
 #   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
 #   adoption outside modules fetch the driver library by its release tag, with no replace, and build
 #            and test against it (a scratch release; hack/verify-adoption.sh)
+#   real-driver  kubernetes-sigs/dra-example-driver v0.4.0 (../shared/third_party): our adoption patch
+#            and specs apply, the adopted driver builds and passes its own unit tests (make
+#            test-real-driver runs its own e2e suite on kind, stock / gate off / gate on)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
 #   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
@@ -170,6 +173,7 @@ run_stage() {
     verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
     unit) stage "unit tests (-race)" unit_tests ;;
     adoption) stage "outside modules fetch the driver library by tag (hack/verify-adoption.sh)" adoption_check ;;
+    real-driver) stage "a driver written elsewhere adopts the library (hack/test-real-driver.sh check)" real_driver_check ;;
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
@@ -177,8 +181,22 @@ run_stage() {
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
     kind) stage "kind smoke: offline node images, a three-node cluster, both drivers (make test-kind)" kind_smoke ;;
     release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
-    *) die "unknown stage $1 (stages: verify unit adoption build upstream e2e upstream-e2e bench kind release)" ;;
+    *) die "unknown stage $1 (stages: verify unit adoption real-driver build upstream e2e upstream-e2e bench kind release)" ;;
   esac
+}
+
+# real_driver_check counts as one test: the driver's own unit tests are its suite, not ours.
+real_driver_check() {
+  local log="${results}/real-driver.log"
+  if REAL_DRIVER_CHECK_ONLY=1 hack/test-real-driver.sh check > "${log}" 2>&1; then
+    grep -E 'adoption patch|done in|^(ok|FAIL)' "${log}" || true
+    passed=$((passed + 1))
+  else
+    echo "last lines of ${log#"${REPO_ROOT}/"}:"
+    tail -40 "${log}"
+    failed=$((failed + 1))
+    return 1
+  fi
 }
 
 # release_check counts as one test.
@@ -192,7 +210,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption build upstream e2e kind release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption real-driver build upstream e2e kind release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | upstream-e2e | bench | kind | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

@@ -2,14 +2,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package kind checks the kind recipe (deploy/kind) without a container
-// engine: both cluster configs (cluster.yaml, all fork, and mixed-cluster.yaml,
-// a fleet mid-rollout) decode strictly with kind's own API types, each kubeadm
+// engine: the cluster configs (cluster.yaml, all fork, mixed-cluster.yaml,
+// a fleet mid-rollout, and make test-real-driver's) decode strictly with kind's own API types, each kubeadm
 // patch decodes strictly as the type it patches, the fork's gate reaches the
 // fork's kubelets and no other component (a stock kubelet refuses it), CDI is
 // on, and the node images are the ones hack/kind-image.sh builds.
 package kind
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,17 +39,26 @@ func repoFile(t *testing.T, path ...string) []byte {
 	return data
 }
 
-// clusterConfigs are the kind cluster configs of deploy/kind: every node on the fork, and a fleet
-// mid-rollout with a stock worker.
-var clusterConfigs = []string{"cluster.yaml", "mixed-cluster.yaml"}
+// clusterConfigs are the kind cluster configs, by subtest name: deploy/kind's, every node on the
+// fork and a fleet mid-rollout with a stock worker, and make test-real-driver's (one worker, the
+// gates and API its driver's suite needs).
+var clusterConfigs = map[string]string{
+	"cluster.yaml":            "deploy/kind/cluster.yaml",
+	"mixed-cluster.yaml":      "deploy/kind/mixed-cluster.yaml",
+	"realdriver-cluster.yaml": "test/realdriver/cluster.yaml",
+}
+
+// realDriverCluster says whether the running subtest checks test/realdriver/cluster.yaml.
+func realDriverCluster(t *testing.T) bool { return strings.Contains(t.Name(), "/realdriver-") }
 
 // forEachCluster runs check on each of clusterConfigs, decoded strictly, as a subtest.
 func forEachCluster(t *testing.T, check func(t *testing.T, cluster *kindv1alpha4.Cluster)) {
-	for _, name := range clusterConfigs {
+	for _, name := range slices.Sorted(maps.Keys(clusterConfigs)) {
+		path := clusterConfigs[name]
 		t.Run(name, func(t *testing.T) {
 			var cluster kindv1alpha4.Cluster
-			if err := yaml.UnmarshalStrict(repoFile(t, "deploy", "kind", name), &cluster); err != nil {
-				t.Fatalf("deploy/kind/%s is not a kind Cluster: %v", name, err)
+			if err := yaml.UnmarshalStrict(repoFile(t, strings.Split(path, "/")...), &cluster); err != nil {
+				t.Fatalf("%s is not a kind Cluster: %v", path, err)
 			}
 			if cluster.Kind != "Cluster" || cluster.APIVersion != "kind.x-k8s.io/v1alpha4" {
 				t.Fatalf("kind %q apiVersion %q", cluster.Kind, cluster.APIVersion)
@@ -146,7 +156,7 @@ func TestGateReachesKubeletsOnly(t *testing.T) {
 		if cluster.FeatureGates[gate] {
 			t.Error("top-level featureGates: kind gives them to every component")
 		}
-		if len(cluster.RuntimeConfig) > 0 {
+		if len(cluster.RuntimeConfig) > 0 && !realDriverCluster(t) {
 			t.Errorf("runtimeConfig %v: the recipe needs no API change", cluster.RuntimeConfig)
 		}
 		if len(cluster.KubeadmConfigPatchesJSON6902) > 0 {
@@ -192,8 +202,12 @@ func TestGateReachesKubeletsOnly(t *testing.T) {
 				workers++
 			}
 		}
-		if controlPlanes != 1 || workers != 2 {
-			t.Errorf("%d control-plane and %d worker nodes, want the 3-node cluster of docs/kind.md", controlPlanes, workers)
+		wantWorkers := 2
+		if realDriverCluster(t) {
+			wantWorkers = 1 // as the driver's own e2e cluster
+		}
+		if controlPlanes != 1 || workers != wantWorkers {
+			t.Errorf("%d control-plane and %d worker nodes, want 1 and %d", controlPlanes, workers, wantWorkers)
 		}
 	})
 }
@@ -238,8 +252,11 @@ func TestNodeImagesAreTheForks(t *testing.T) {
 			images = append(images, node.Image)
 		}
 		want := []string{fork, fork, fork}
-		if strings.HasPrefix(t.Name(), "TestNodeImagesAreTheForks/mixed") {
+		switch {
+		case strings.HasPrefix(t.Name(), "TestNodeImagesAreTheForks/mixed"):
 			want[2] = stock
+		case realDriverCluster(t):
+			want = want[:2]
 		}
 		if !slices.Equal(images, want) {
 			t.Errorf("node images %q, want %q", images, want)

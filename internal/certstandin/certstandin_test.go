@@ -1,0 +1,165 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package certstandin
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func certManagerObject(kind, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": Group + "/" + Version,
+		"kind":       kind,
+		"metadata":   map[string]any{"namespace": namespace, "name": name, "uid": "uid-" + name},
+		"spec":       spec,
+	}}
+}
+
+func webhookCert(issuer string) *unstructured.Unstructured {
+	return certManagerObject("Certificate", "drv", "webhook-cert", map[string]any{
+		"dnsNames":   []any{"webhook.drv.svc"},
+		"secretName": "webhook-cert",
+		"issuerRef":  map[string]any{"kind": "Issuer", "name": issuer},
+	})
+}
+
+func newStandIn(t *testing.T, objects []runtime.Object, cmObjects ...runtime.Object) *StandIn {
+	t.Helper()
+	listKinds := map[schema.GroupVersionResource]string{certificates: "CertificateList", issuers: "IssuerList"}
+	return &StandIn{
+		Client:  fake.NewClientset(objects...),
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, cmObjects...),
+	}
+}
+
+func TestSync(t *testing.T) {
+	selfSigned := certManagerObject("Issuer", "drv", "self", map[string]any{"selfSigned": map[string]any{}})
+	acme := certManagerObject("Issuer", "drv", "acme", map[string]any{"acme": map[string]any{"server": "x"}})
+	annotated := &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "drv-webhook", Annotations: map[string]string{InjectCAFromAnnotation: "drv/webhook-cert"}},
+		Webhooks:   []admissionv1.ValidatingWebhook{{Name: "a.example.com"}, {Name: "b.example.com"}},
+	}
+	other := &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Webhooks:   []admissionv1.ValidatingWebhook{{Name: "c.example.com", ClientConfig: admissionv1.WebhookClientConfig{CABundle: []byte("keep")}}},
+	}
+	badAnnotation := &admissionv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bad", Annotations: map[string]string{InjectCAFromAnnotation: "no-slash"}},
+		Webhooks:   []admissionv1.MutatingWebhook{{Name: "d.example.com"}},
+	}
+	tests := map[string]struct {
+		objects    []runtime.Object
+		cm         []runtime.Object
+		wantSecret bool
+		wantErrs   []string
+	}{
+		"self-signed issuer: secret issued, CA injected into every webhook": {
+			objects:    []runtime.Object{annotated, other},
+			cm:         []runtime.Object{selfSigned, webhookCert("self")},
+			wantSecret: true,
+		},
+		"another issuer kind: reported, nothing written": {
+			objects:  []runtime.Object{annotated},
+			cm:       []runtime.Object{acme, webhookCert("acme")},
+			wantErrs: []string{"Certificate drv/webhook-cert: Issuer acme: not supported by the cert-manager stand-in (only spec.selfSigned)"},
+		},
+		"missing issuer: reported": {
+			cm:       []runtime.Object{webhookCert("gone")},
+			wantErrs: []string{"Certificate drv/webhook-cert: reading Issuer gone"},
+		},
+		"malformed annotation: names the configuration": {
+			objects:  []runtime.Object{badAnnotation},
+			wantErrs: []string{`MutatingWebhookConfiguration bad: annotation cert-manager.io/inject-ca-from="no-slash": want NAMESPACE/CERTIFICATE`},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			s := newStandIn(t, tc.objects, tc.cm...)
+			errs := s.Sync(ctx)
+			if len(errs) != len(tc.wantErrs) {
+				t.Fatalf("errors %v, want %d: %v", errs, len(tc.wantErrs), tc.wantErrs)
+			}
+			for i, want := range tc.wantErrs {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %q, want it to contain %q", errs[i], want)
+				}
+			}
+			secret, err := s.Client.CoreV1().Secrets("drv").Get(ctx, "webhook-cert", metav1.GetOptions{})
+			if gotSecret := err == nil; gotSecret != tc.wantSecret {
+				t.Fatalf("secret issued: %v, want %v (%v)", gotSecret, tc.wantSecret, err)
+			}
+			if !tc.wantSecret {
+				return
+			}
+			if secret.Type != v1.SecretTypeTLS || len(secret.OwnerReferences) != 1 || secret.OwnerReferences[0].Name != "webhook-cert" {
+				t.Errorf("secret: type %s, owners %v", secret.Type, secret.OwnerReferences)
+			}
+			if _, err := tls.X509KeyPair(secret.Data[v1.TLSCertKey], secret.Data[v1.TLSPrivateKeyKey]); err != nil {
+				t.Errorf("tls.crt and tls.key are no key pair: %v", err)
+			}
+			// Round two: the CA is in place; nothing changes, nothing fails.
+			if errs := s.Sync(ctx); len(errs) != 0 {
+				t.Errorf("second round: %v", errs)
+			}
+			got, err := s.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, annotated.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := x509.NewCertPool()
+			for _, w := range got.Webhooks {
+				if string(w.ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
+					t.Errorf("webhook %s: caBundle %q, want the secret's ca.crt", w.Name, w.ClientConfig.CABundle)
+				}
+				pool.AppendCertsFromPEM(w.ClientConfig.CABundle)
+			}
+			block, _ := pem.Decode(secret.Data[v1.TLSCertKey])
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{DNSName: "webhook.drv.svc", Roots: pool}); err != nil {
+				t.Errorf("the served certificate does not verify against the injected CA: %v", err)
+			}
+			untouched, _ := s.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, other.Name, metav1.GetOptions{})
+			if string(untouched.Webhooks[0].ClientConfig.CABundle) != "keep" {
+				t.Errorf("a configuration without the annotation was changed: %q", untouched.Webhooks[0].ClientConfig.CABundle)
+			}
+		})
+	}
+}
+
+func TestSelfSigned(t *testing.T) {
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	certPEM, _, err := SelfSigned([]string{"a.ns.svc", "b"}, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Subject.CommonName != "a.ns.svc" || len(cert.DNSNames) != 2 || !cert.NotAfter.Equal(now.Add(time.Hour)) {
+		t.Errorf("certificate: CN %s, DNS names %v, not after %s", cert.Subject.CommonName, cert.DNSNames, cert.NotAfter)
+	}
+	if _, _, err := SelfSigned(nil, now, time.Hour); err == nil || errors.Is(err, errUnsupported) {
+		t.Errorf("no DNS names: %v, want an error", err)
+	}
+}

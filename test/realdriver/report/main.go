@@ -1,0 +1,306 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command report writes docs/real-driver.md from the Ginkgo JSON reports of make test-real-driver
+// (one per driver copy and kubelet: REPORTS/VARIANT-MODE.json) and fails when the runs do not show
+// what they must: every run present, every spec passed on every kubelet except the specs named
+// unrunnable (skipped, with why), and nothing failed outside the specs (BeforeSuite, cleanup).
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Variants and modes in the order of the report's columns.
+var (
+	variants = []string{"unmodified", "adopted"}
+	modes    = []string{"stock", "fork-off", "fork-on"}
+	// kubeletNames say what each mode runs.
+	kubeletNames = map[string]string{
+		"stock":    "stock kubelet",
+		"fork-off": "fork, gate off",
+		"fork-on":  "fork, gate on",
+	}
+)
+
+// suiteReport holds the fields of a Ginkgo JSON report (types.Report) that the report reads.
+type suiteReport struct {
+	SuiteDescription string
+	SuiteSucceeded   bool
+	RunTime          time.Duration
+	SpecReports      []specReport
+}
+
+type specReport struct {
+	ContainerHierarchyTexts []string
+	LeafNodeType            string
+	LeafNodeText            string
+	State                   string
+	RunTime                 time.Duration
+	Failure                 *struct{ Message string }
+	ReportEntries           []struct {
+		Name  string
+		Value struct{ Representation string }
+	}
+}
+
+func (s specReport) name() string {
+	return strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " ")
+}
+
+type run struct {
+	variant, mode string
+	report        suiteReport
+}
+
+// unrunnable is a spec left out on purpose: a -ginkgo.skip pattern and why.
+type unrunnable struct{ pattern, reason string }
+
+func main() {
+	reports := flag.String("reports", "", "directory of VARIANT-MODE.json")
+	unrunnableFlag := flag.String("unrunnable", "", "lines of PATTERN | REASON: specs skipped on purpose")
+	patch := flag.String("adoption-patch", "", "the adoption patch, for its line count")
+	commit := flag.String("commit", "", "the commit tested")
+	kubeVersion := flag.String("kube-version", "", "the Kubernetes version of the cluster")
+	output := flag.String("output", "", "markdown file to write")
+	flag.Parse()
+	if *reports == "" || *output == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	var left []unrunnable
+	for line := range strings.Lines(*unrunnableFlag) {
+		pattern, reason, ok := strings.Cut(line, "|")
+		if !ok {
+			fail(fmt.Errorf("--unrunnable line %q: want PATTERN | REASON", line))
+		}
+		left = append(left, unrunnable{strings.TrimSpace(pattern), strings.TrimSpace(reason)})
+	}
+	var runs []run
+	for _, v := range variants {
+		for _, m := range modes {
+			file := filepath.Join(*reports, v+"-"+m+".json")
+			suite, err := readSuite(file)
+			if err != nil {
+				fail(fmt.Errorf("the run of the %s driver on the %s: %w", v, kubeletNames[m], err))
+			}
+			runs = append(runs, run{v, m, suite})
+		}
+	}
+	proof, err := readSuite(filepath.Join(*reports, "unrunnable-stock.json"))
+	if err != nil {
+		fail(fmt.Errorf("the run of the unrunnable specs on the stock kubelet: %w", err))
+	}
+	patchLines, err := changedLines(*patch)
+	if err != nil {
+		fail(err)
+	}
+	markdown, problems := render(runs, proof, left, patchLines, *commit, *kubeVersion)
+	if err := os.WriteFile(*output, []byte(markdown), 0o644); err != nil {
+		fail(err)
+	}
+	if len(problems) > 0 {
+		fail(fmt.Errorf("%s written; the runs do not pass:\n  %s", *output, strings.Join(problems, "\n  ")))
+	}
+	fmt.Printf("%s written: %d runs, every spec as expected\n", *output, len(runs))
+}
+
+func readSuite(file string) (suiteReport, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return suiteReport{}, err
+	}
+	var suites []suiteReport
+	if err := json.Unmarshal(data, &suites); err != nil {
+		return suiteReport{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(suites) != 1 {
+		return suiteReport{}, fmt.Errorf("%s: %d suite reports, want 1", file, len(suites))
+	}
+	return suites[0], nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "ERROR:", err)
+	os.Exit(1)
+}
+
+// changedLines counts the lines a unified diff adds and removes.
+func changedLines(path string) (int, error) {
+	if path == "" {
+		return 0, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		if (strings.HasPrefix(line, "+") && !strings.HasPrefix(line, "+++")) ||
+			(strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "---")) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// render returns the markdown and what is wrong with the runs.
+func render(runs []run, proof suiteReport, left []unrunnable, patchLines int, commit, kubeVersion string) (string, []string) {
+	var problems []string
+	var b strings.Builder
+	fmt.Fprintf(&b, `# A driver nobody here wrote: dra-example-driver v0.4.0 and its own e2e suite
+
+Generated by `+"`make test-real-driver`"+` (hack/test-real-driver.sh) at commit %s, %s, on a kind
+cluster of this project's node images (Kubernetes %s; test/realdriver/cluster.yaml), 2 cores.
+kubernetes-sigs/dra-example-driver v0.4.0 is built from its snapshot (../shared/third_party),
+installed by its own e2e suite with its own Helm chart (one release per spec), and its suite runs
+unmodified on each kubelet of the worker: the stock kubelet, the fork with
+DRAHandlePermanentDriverFailures off, the fork with it on. "adopted" is the same driver with
+examples/dra-example-driver/permanent-errors.patch (%d changed lines) and our two specs in the suite's
+style (test/realdriver/permanent-spec.patch): on the fork with the gate on, a pod whose claim has an
+invalid config is Failed and its Job fails on the condition; elsewhere both keep retrying as before.
+
+`, commit, time.Now().UTC().Format("2006-01-02"), kubeVersion, patchLines)
+
+	b.WriteString("| driver | kubelet | passed | failed | skipped | suite time |\n|---|---|---|---|---|---|\n")
+	results := map[string]map[string]string{} // spec -> run -> state
+	var specOrder []string
+	var timings []string
+	for _, r := range runs {
+		column := r.variant + "/" + r.mode
+		counts := map[string]int{}
+		for _, s := range r.report.SpecReports {
+			if s.LeafNodeType != "It" {
+				if s.State != "passed" {
+					problems = append(problems, fmt.Sprintf("%s: %s %s", column, s.LeafNodeType, failureText(s)))
+				}
+				continue
+			}
+			counts[s.State]++
+			name := s.name()
+			if results[name] == nil {
+				results[name] = map[string]string{}
+				specOrder = append(specOrder, name)
+			}
+			results[name][column] = s.State
+			for _, e := range s.ReportEntries {
+				timings = append(timings, fmt.Sprintf("| %s | %s | %s | %s |", r.variant, kubeletNames[r.mode], s.LeafNodeText, e.Name+": "+e.Value.Representation))
+			}
+			switch {
+			case s.State == "skipped" && matchesUnrunnable(name, left) == "":
+				problems = append(problems, fmt.Sprintf("%s: %q skipped, and not named unrunnable", column, name))
+			case s.State != "passed" && s.State != "skipped":
+				problems = append(problems, fmt.Sprintf("%s: %q %s: %s", column, name, s.State, failureText(s)))
+			}
+		}
+		specs := 0
+		for _, n := range counts {
+			specs += n
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s |\n", r.variant, kubeletNames[r.mode], counts["passed"],
+			specs-counts["passed"]-counts["skipped"], counts["skipped"], r.report.RunTime.Round(time.Second))
+	}
+
+	b.WriteString("\n## Every spec on every kubelet\n\n")
+	header := "| spec |"
+	rule := "|---|"
+	for _, r := range runs {
+		header += " " + r.variant + ", " + kubeletNames[r.mode] + " |"
+		rule += "---|"
+	}
+	b.WriteString(header + "\n" + rule + "\n")
+	for _, name := range specOrder {
+		row := "| " + strings.ReplaceAll(name, "|", `\|`) + " |"
+		for _, r := range runs {
+			state, ok := results[name][r.variant+"/"+r.mode]
+			switch {
+			case !ok:
+				state = "not in this copy"
+			case state == "skipped":
+				state = "skipped: unrunnable"
+			}
+			row += " " + state + " |"
+		}
+		b.WriteString(row + "\n")
+	}
+
+	b.WriteString("\n## Specs that cannot run here\n\n" +
+		"Skipped in the runs above, and run once on their own (focused) with the unmodified driver on the\n" +
+		"stock kubelet, where they fail too: the cluster's Kubernetes version cannot run them, the fork\n" +
+		"has nothing to do with it.\n\n")
+	for _, u := range left {
+		fmt.Fprintf(&b, "- specs matching `%s`: %s.\n", u.pattern, u.reason)
+		found := false
+		for _, s := range proof.SpecReports {
+			if s.LeafNodeType != "It" || !strings.Contains(s.name(), u.pattern) {
+				continue
+			}
+			found = true
+			if s.State == "passed" || s.State == "skipped" {
+				problems = append(problems, fmt.Sprintf("unrunnable spec %q %s on the stock kubelet: it can run, take it off the list", s.name(), s.State))
+			}
+			fmt.Fprintf(&b, "  - %q on the stock kubelet: %s, %q\n", s.name(), s.State, failureText(s))
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("no spec matches the unrunnable pattern %q", u.pattern))
+		}
+	}
+	b.WriteString("\n## Time to Failed (adopted driver, our specs)\n\n" +
+		"Upper bounds: an object's creation time is stored in whole seconds.\n\n" +
+		"| driver | kubelet | spec | measured |\n|---|---|---|---|\n")
+	b.WriteString(strings.Join(timings, "\n") + "\n")
+	b.WriteString(substitutions)
+	if len(problems) > 0 {
+		b.WriteString("\n## Problems in this run\n\n- " + strings.Join(problems, "\n- ") + "\n")
+	}
+	return b.String(), problems
+}
+
+func matchesUnrunnable(name string, left []unrunnable) string {
+	for _, u := range left {
+		if strings.Contains(name, u.pattern) {
+			return u.reason
+		}
+	}
+	return ""
+}
+
+func failureText(s specReport) string {
+	if s.Failure == nil {
+		return s.State
+	}
+	message, _, _ := strings.Cut(s.Failure.Message, "\n")
+	return message
+}
+
+// substitutions lists what the test uses in place of what these machines cannot fetch.
+const substitutions = `
+## Substitutions
+
+These machines reach the Go module proxy and Debian's packages, no container registry and no chart
+repository. What the driver's own recipe fetches from elsewhere is replaced, and nothing else:
+
+- **The driver's image**: its three commands built from the snapshot (CGO off, as its Makefile
+  builds them) and packed in /usr/bin of an image with no base (hack/imagepack), under the name its
+  chart asks for by default, so the chart installs it unchanged. Its Dockerfile builds them in a Go
+  image and copies them onto a base image.
+- **The kind node image**: this project's node images (make kind-image), with the stock or the fork
+  kubelet, instead of the kindest/node image its create-cluster.sh uses; feature gates as in
+  test/realdriver/cluster.yaml.
+- **ubuntu:22.04** (the demo manifests' pods): an image of bash and sleep with the libraries they
+  load, from this host (Debian 12); the suite reads a copy of its demo manifests with that image
+  (its own -demo-manifests-dir flag).
+- **cert-manager** (installed by its setup-e2e.sh from a chart repository, for the webhook's
+  certificate): test/realdriver/cert-standin on the host, which serves the Issuer (selfSigned) and
+  Certificate kinds, writes the Secret and injects the CA into the webhook configuration
+  (internal/certstandin).
+- **Helm**: the suite installs the chart itself with the Helm SDK (helm.sh/helm/v4, from the module
+  proxy); no helm command is needed.
+`
