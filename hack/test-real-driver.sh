@@ -142,6 +142,7 @@ stage_images() {
   local variant layer image
   image=$(chart_image)
   mkdir -p "${REAL_DIR}/images"
+  go build -o "${OUTPUT_DIR}/bin/" ./hack/imagepack
   # The driver: its three commands in /usr/bin, as its Dockerfile installs them, over no base.
   for variant in "${VARIANTS[@]}"; do
     layer="${REAL_DIR}/images/${variant}-layer"
