@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	rulesapi "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +28,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
@@ -396,6 +399,19 @@ func TestDeviceFaultNotEnabled(t *testing.T) {
 	if line := failfastplugin.DeviceTaintFailuresMetric + `{driver_name="",reason="not_enabled"}`; !strings.Contains(string(body), line) {
 		t.Errorf("/metrics does not contain %s:\n%s", line, body)
 	}
+
+	// A driver serving its own registry sees the same count.
+	own := metrics.NewKubeRegistry()
+	if err := failfastplugin.RegisterMetricsWith(own); err != nil {
+		t.Fatal(err)
+	}
+	values, err := testutil.GetCounterValuesFromGatherer(own, failfastplugin.DeviceTaintFailuresMetric, map[string]string{"driver_name": ""}, "reason")
+	if err != nil || values[failfastplugin.TaintFailureNotEnabled] != taintFailures(t, "")[failfastplugin.TaintFailureNotEnabled] {
+		t.Errorf("the driver's own registry: %v (%v), want the global registry's count", values, err)
+	}
+	if err := failfastplugin.RegisterMetricsWith(own); err == nil || !strings.Contains(err.Error(), failfastplugin.DeviceTaintFailuresMetric) {
+		t.Errorf("registering twice in one registry: %v, want an error naming the metric", err)
+	}
 }
 
 // TestDeviceFaultsConcurrent: claims failing at the same time on different
@@ -644,6 +660,23 @@ func TestLoad(t *testing.T) {
 		}
 		if err := faults.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "the driver may not (RBAC: list devicetaintrules)") {
 			t.Errorf("Load: %v, want it to give up, naming the permission", err)
+		}
+	})
+	t.Run("Node forbidden", func(t *testing.T) {
+		client := newFaultAPI(t)
+		client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(v1.Resource("nodes"), faultNode, errors.New("RBAC"))
+		})
+		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Load that retried a Forbidden get would run until this deadline.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		err = faults.Load(ctx)
+		if err == nil || !strings.Contains(err.Error(), "the driver may not (RBAC: get nodes)") || ctx.Err() != nil {
+			t.Errorf("Load: %v, want it to give up at once, naming the permission", err)
 		}
 	})
 	t.Run("no Node until ctx ends", func(t *testing.T) {

@@ -107,6 +107,9 @@
 //
 //	http.Handle("/metrics", legacyregistry.Handler())
 //
+// or, for a driver that serves a registry of its own, add them there with
+// RegisterMetricsWith.
+//
 // # Invalid configuration
 //
 // For invalid opaque config, package

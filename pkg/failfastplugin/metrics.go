@@ -4,6 +4,7 @@
 package failfastplugin
 
 import (
+	"fmt"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -68,4 +69,20 @@ func RegisterMetrics() {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(deviceTaintFailures, deviceTaintWait)
 	})
+}
+
+// RegisterMetricsWith registers the library's metrics in registry as well,
+// for a driver that serves its own registry instead of (or besides) the
+// global one: metrics.NewKubeRegistry(), served with
+// metrics.HandlerFor(registry, ...); a driver on plain Prometheus
+// client_golang adds registry to its prometheus.Gatherers. The values are
+// the same as in the global registry: one counter and one histogram per
+// process.
+func RegisterMetricsWith(registry metrics.KubeRegistry) error {
+	for _, c := range []metrics.Registerable{deviceTaintFailures, deviceTaintWait} {
+		if err := registry.Register(c); err != nil {
+			return fmt.Errorf("register %s: %w", c.FQName(), err)
+		}
+	}
+	return nil
 }

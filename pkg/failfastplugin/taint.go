@@ -205,8 +205,8 @@ type wrappedHealthPlugin struct {
 // afterwards), and the Node that owns the rules. It retries failures until
 // ctx ends, except those that retrying cannot help: the API server does not
 // serve DeviceTaintRules in any of DeviceTaintRuleVersions
-// (ErrDeviceTaintRulesNotServed), or the driver may not read them
-// (Forbidden).
+// (ErrDeviceTaintRulesNotServed), or the driver may not read them or its
+// Node (Forbidden).
 // Faults are tainted without it all the same, but their rules get no owner,
 // and TaintedDevices only knows the faults of this process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
@@ -229,7 +229,10 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		var err error
 		if node == nil {
 			node, err = f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
-			if err != nil {
+			switch {
+			case apierrors.IsForbidden(err):
+				return false, fmt.Errorf("get Node %s: the driver may not (RBAC: get nodes): %w", f.cfg.NodeName, err)
+			case err != nil:
 				node, lastErr = nil, fmt.Errorf("get Node %s: %w", f.cfg.NodeName, err)
 				logger.V(2).Info("Reading the driver's Node failed, retrying", "err", err)
 				return false, nil
