@@ -24,11 +24,20 @@ if [ ! -x "${tools}/protoc-gen-go-${PROTOC_GEN_GO_VERSION}" ]; then
   mv "${tools}/protoc-gen-go" "${tools}/protoc-gen-go-${PROTOC_GEN_GO_VERSION}"
 fi
 
+# Each file is compiled from a scratch include root where it sits at its Go import path
+# (github.com/dra-failfast/dra-failfast/api/...): that path is the name the generated code
+# registers it under in protobuf's global registry, unique to this module. Compiled from its own
+# directory it would register as a bare "api.proto", and any other bare api.proto linked into the
+# same driver binary would make it panic at init.
+include=$(mktemp -d)
+trap 'rm -rf "${include}"' EXIT
 for proto in $(find api -name '*.proto' | sort); do
   dir=$(dirname "${proto}")
-  mkdir -p "${out_root}/${dir}"
-  protoc --plugin=protoc-gen-go="${tools}/protoc-gen-go-${PROTOC_GEN_GO_VERSION}" \
-    --proto_path="${dir}" --go_out="${out_root}/${dir}" --go_opt=paths=source_relative \
-    "${proto}"
-  log "generated ${dir}/$(basename "${proto}" .proto).pb.go"
+  import_path="${MODULE_PREFIX}/${proto}"
+  mkdir -p "${include}/$(dirname "${import_path}")" "${include}/out" "${out_root}/${dir}"
+  cp "${proto}" "${include}/${import_path}"
+  (cd "${include}" && protoc --plugin=protoc-gen-go="${tools}/protoc-gen-go-${PROTOC_GEN_GO_VERSION}" \
+    --proto_path=. --go_out=out --go_opt=paths=source_relative "${import_path}")
+  mv "${include}/out/${import_path%.proto}.pb.go" "${out_root}/${dir}/"
+  log "generated ${dir}/$(basename "${proto}" .proto).pb.go (registered as ${import_path})"
 done

@@ -27,7 +27,7 @@
 // versions:
 // 	protoc-gen-go v1.36.11
 // 	protoc        v3.21.12
-// source: api.proto
+// source: github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha/api.proto
 
 package v1alpha
 
@@ -83,11 +83,11 @@ func (x NodePrepareResourceResponseErrorType) String() string {
 }
 
 func (NodePrepareResourceResponseErrorType) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_proto_enumTypes[0].Descriptor()
+	return file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_enumTypes[0].Descriptor()
 }
 
 func (NodePrepareResourceResponseErrorType) Type() protoreflect.EnumType {
-	return &file_api_proto_enumTypes[0]
+	return &file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_enumTypes[0]
 }
 
 func (x NodePrepareResourceResponseErrorType) Number() protoreflect.EnumNumber {
@@ -96,7 +96,7 @@ func (x NodePrepareResourceResponseErrorType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodePrepareResourceResponseErrorType.Descriptor instead.
 func (NodePrepareResourceResponseErrorType) EnumDescriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{0}
+	return file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescGZIP(), []int{0}
 }
 
 // NodePrepareResourceResponseExtension mirrors the fields that this extension
@@ -112,7 +112,7 @@ type NodePrepareResourceResponseExtension struct {
 
 func (x *NodePrepareResourceResponseExtension) Reset() {
 	*x = NodePrepareResourceResponseExtension{}
-	mi := &file_api_proto_msgTypes[0]
+	mi := &file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -124,7 +124,7 @@ func (x *NodePrepareResourceResponseExtension) String() string {
 func (*NodePrepareResourceResponseExtension) ProtoMessage() {}
 
 func (x *NodePrepareResourceResponseExtension) ProtoReflect() protoreflect.Message {
-	mi := &file_api_proto_msgTypes[0]
+	mi := &file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -137,7 +137,7 @@ func (x *NodePrepareResourceResponseExtension) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use NodePrepareResourceResponseExtension.ProtoReflect.Descriptor instead.
 func (*NodePrepareResourceResponseExtension) Descriptor() ([]byte, []int) {
-	return file_api_proto_rawDescGZIP(), []int{0}
+	return file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *NodePrepareResourceResponseExtension) GetErrorType() NodePrepareResourceResponseErrorType {
@@ -147,11 +147,11 @@ func (x *NodePrepareResourceResponseExtension) GetErrorType() NodePrepareResourc
 	return NodePrepareResourceResponseErrorType_Unknown
 }
 
-var File_api_proto protoreflect.FileDescriptor
+var File_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto protoreflect.FileDescriptor
 
-const file_api_proto_rawDesc = "" +
+const file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDesc = "" +
 	"\n" +
-	"\tapi.proto\x12\x1edra_failfast.draplugin.v1alpha\"\x8b\x01\n" +
+	"Dgithub.com/dra-failfast/dra-failfast/api/draplugin/v1alpha/api.proto\x12\x1edra_failfast.draplugin.v1alpha\"\x8b\x01\n" +
 	"$NodePrepareResourceResponseExtension\x12c\n" +
 	"\n" +
 	"error_type\x18\x03 \x01(\x0e2D.dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorTypeR\terrorType*B\n" +
@@ -160,24 +160,24 @@ const file_api_proto_rawDesc = "" +
 	"\tPermanent\x10\x01B<Z:github.com/dra-failfast/dra-failfast/api/draplugin/v1alphab\x06proto3"
 
 var (
-	file_api_proto_rawDescOnce sync.Once
-	file_api_proto_rawDescData []byte
+	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescOnce sync.Once
+	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescData []byte
 )
 
-func file_api_proto_rawDescGZIP() []byte {
-	file_api_proto_rawDescOnce.Do(func() {
-		file_api_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)))
+func file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescGZIP() []byte {
+	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescOnce.Do(func() {
+		file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDesc), len(file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDesc)))
 	})
-	return file_api_proto_rawDescData
+	return file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescData
 }
 
-var file_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
-var file_api_proto_goTypes = []any{
+var file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_goTypes = []any{
 	(NodePrepareResourceResponseErrorType)(0),    // 0: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorType
 	(*NodePrepareResourceResponseExtension)(nil), // 1: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension
 }
-var file_api_proto_depIdxs = []int32{
+var file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_depIdxs = []int32{
 	0, // 0: dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type:type_name -> dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorType
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
@@ -186,27 +186,27 @@ var file_api_proto_depIdxs = []int32{
 	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_api_proto_init() }
-func file_api_proto_init() {
-	if File_api_proto != nil {
+func init() { file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_init() }
+func file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_init() {
+	if File_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_proto_rawDesc), len(file_api_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDesc), len(file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_api_proto_goTypes,
-		DependencyIndexes: file_api_proto_depIdxs,
-		EnumInfos:         file_api_proto_enumTypes,
-		MessageInfos:      file_api_proto_msgTypes,
+		GoTypes:           file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_goTypes,
+		DependencyIndexes: file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_depIdxs,
+		EnumInfos:         file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_enumTypes,
+		MessageInfos:      file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_msgTypes,
 	}.Build()
-	File_api_proto = out.File
-	file_api_proto_goTypes = nil
-	file_api_proto_depIdxs = nil
+	File_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto = out.File
+	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_goTypes = nil
+	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_depIdxs = nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 )
@@ -46,11 +47,45 @@ func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResource
 // the same way (hack/tools/wirecheck). So the last occurrence wins, the value
 // is an int32 (a larger varint is truncated), and a field 3 of another wire
 // type is not error_type: a kubelet of either kind reads every answer alike.
+//
+// Once k8s.io/kubelet declares error_type itself (KEP-5322 merged), field 3 is
+// no longer an unknown field: DecodeErrorType then reads the declared field,
+// and SetErrorType writes it, so a driver or kubelet built against either
+// k8s.io/kubelet reads and writes the same bytes.
 func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (NodePrepareResourceResponseErrorType, error) {
 	if resp == nil {
 		return NodePrepareResourceResponseErrorType_Unknown, nil
 	}
-	return decodeErrorType(resp.ProtoReflect().GetUnknown())
+	return decodeMessage(resp.ProtoReflect())
+}
+
+// declaredErrorType returns msg's own field 3 if its type declares one, as
+// error_type is declared: an enum or an int32.
+func declaredErrorType(msg protoreflect.Message) (protoreflect.FieldDescriptor, error) {
+	fd := msg.Descriptor().Fields().ByNumber(ErrorTypeFieldNumber)
+	if fd == nil {
+		return nil, nil
+	}
+	if fd.Cardinality() == protoreflect.Repeated || (fd.Kind() != protoreflect.EnumKind && fd.Kind() != protoreflect.Int32Kind) {
+		return nil, fmt.Errorf("%w: %s declares field %d as %s %s, not as error_type", ErrMalformed, msg.Descriptor().FullName(), ErrorTypeFieldNumber, fd.Cardinality(), fd.Kind())
+	}
+	return fd, nil
+}
+
+// decodeMessage reads error_type from msg: its declared field 3, or its
+// unknown fields when its type does not declare one.
+func decodeMessage(msg protoreflect.Message) (NodePrepareResourceResponseErrorType, error) {
+	fd, err := declaredErrorType(msg)
+	switch {
+	case err != nil:
+		return NodePrepareResourceResponseErrorType_Unknown, err
+	case fd == nil:
+		return decodeErrorType(msg.GetUnknown())
+	case fd.Kind() == protoreflect.EnumKind:
+		return checkErrorType(NodePrepareResourceResponseErrorType(msg.Get(fd).Enum()))
+	default:
+		return checkErrorType(NodePrepareResourceResponseErrorType(msg.Get(fd).Int()))
+	}
 }
 
 func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, error) {
@@ -58,7 +93,11 @@ func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, erro
 	if err := proto.Unmarshal(unknown, &ext); err != nil {
 		return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	switch value := ext.GetErrorType(); value {
+	return checkErrorType(ext.GetErrorType())
+}
+
+func checkErrorType(value NodePrepareResourceResponseErrorType) (NodePrepareResourceResponseErrorType, error) {
+	switch value {
 	case NodePrepareResourceResponseErrorType_Unknown, NodePrepareResourceResponseErrorType_Permanent:
 		return value, nil
 	default:
@@ -70,8 +109,25 @@ func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, erro
 // replacing any previous value and keeping other unknown fields. Unknown
 // removes the field, as proto3 never sends a default value.
 func SetErrorType(resp *drapbv1.NodePrepareResourceResponse, errorType NodePrepareResourceResponseErrorType) {
-	msg := resp.ProtoReflect()
+	setMessage(resp.ProtoReflect(), errorType)
+}
+
+// setMessage writes error_type into msg: its declared field 3 (the unknown
+// fields then lose any occurrence), or its unknown fields.
+func setMessage(msg protoreflect.Message, errorType NodePrepareResourceResponseErrorType) {
 	kept := WithoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
+	if fd, err := declaredErrorType(msg); err == nil && fd != nil {
+		switch {
+		case errorType == NodePrepareResourceResponseErrorType_Unknown:
+			msg.Clear(fd)
+		case fd.Kind() == protoreflect.EnumKind:
+			msg.Set(fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(errorType)))
+		default:
+			msg.Set(fd, protoreflect.ValueOfInt32(int32(errorType)))
+		}
+		msg.SetUnknown(kept)
+		return
+	}
 	if errorType != NodePrepareResourceResponseErrorType_Unknown {
 		kept = protowire.AppendTag(kept, ErrorTypeFieldNumber, protowire.VarintType)
 		kept = protowire.AppendVarint(kept, uint64(int64(errorType)))
