@@ -905,3 +905,42 @@ func TestNewDeviceFaults(t *testing.T) {
 		t.Errorf("defaults = %+v", cfg)
 	}
 }
+
+// TestFaultBeforeLoad: a fault reported before Load read the Node (or while it keeps failing)
+// reads the Node itself, so that its rule is owned from its first create; when the Node cannot be
+// read then either, the rule is still created, without an owner, and the claim still fails.
+func TestFaultBeforeLoad(t *testing.T) {
+	for name, nodeReadable := range map[string]bool{"Node readable": true, "Node unreadable": false} {
+		t.Run(name, func(t *testing.T) {
+			client := newFaultAPI(t)
+			if !nodeReadable {
+				client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+				})
+			}
+			faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: "early.dra-failfast.test", NodeName: faultNode, KubeClient: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			device := dev("pool", "dev-1")
+			result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {device}}}).PrepareResourceClaims(t.Context(), claimsNamed("broken"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := result["uid-broken"]; !failfastplugin.IsPermanent(res.Err) {
+				t.Errorf("claim: %v, want a permanent error", res.Err)
+			}
+			rules := rulesInAPI(t, client)[device]
+			if len(rules) != 1 {
+				t.Fatalf("device has %d rules, want 1", len(rules))
+			}
+			owners := rules[0].OwnerReferences
+			switch {
+			case nodeReadable && (len(owners) != 1 || owners[0].Name != faultNode || owners[0].UID != "node-1-uid"):
+				t.Errorf("owners %+v, want the Node from the rule's first create", owners)
+			case !nodeReadable && len(owners) != 0:
+				t.Errorf("owners %+v, want none: the Node could not be read", owners)
+			}
+		})
+	}
+}

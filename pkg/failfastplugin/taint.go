@@ -114,8 +114,8 @@ type DeviceFaults struct {
 	// this process knows them: read by Load, added by faults, removed by
 	// ClearDeviceFault.
 	rules map[DeviceID]string
-	// owner is the driver's Node as the owner of its rules, nil until Load
-	// read it.
+	// owner is the driver's Node as the owner of its rules, nil until Load or
+	// a fault (lookUpOwner) read it.
 	owner *metav1.OwnerReference
 	// changedWhileLoading are the devices whose rule this process wrote or
 	// deleted since Load started listing (nil when no Load runs): what
@@ -207,8 +207,9 @@ type wrappedHealthPlugin struct {
 // serve DeviceTaintRules in any of DeviceTaintRuleVersions
 // (ErrDeviceTaintRulesNotServed), or the driver may not read them or its
 // Node (Forbidden).
-// Faults are tainted without it all the same, but their rules get no owner,
-// and TaintedDevices only knows the faults of this process.
+// Faults are tainted without it all the same (a fault reads the Node itself
+// for its rules' owner), and TaintedDevices only knows the faults of this
+// process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
@@ -315,7 +316,7 @@ func (f *DeviceFaults) LoadInBackground(ctx context.Context) {
 			f.mu.Lock()
 			f.loadErr = err
 			f.mu.Unlock()
-			klog.FromContext(ctx).Error(err, "Device faults of an earlier instance of the driver unknown: their DeviceTaintRules stay, but TaintedDevices does not list them and new rules get no owner")
+			klog.FromContext(ctx).Error(err, "Device faults of an earlier instance of the driver unknown: their DeviceTaintRules stay, but TaintedDevices does not list them")
 		}
 	}()
 }
@@ -341,6 +342,30 @@ func ruleDevice(rule *deviceTaintRule) (DeviceID, bool) {
 		return DeviceID{}, false
 	}
 	return DeviceID{Pool: *selector.Pool, Device: *selector.Device}, true
+}
+
+// lookUpOwner gets the driver's Node, the owner of its rules, when a fault
+// comes before Load read it (or while Load keeps failing): a rule created
+// without an owner outlives the Node. Within the fault's wait; if the Node
+// cannot be read now either, the rule is created without an owner, as before,
+// and the log says so.
+func (f *DeviceFaults) lookUpOwner(ctx context.Context) {
+	f.mu.Lock()
+	known := f.owner != nil
+	f.mu.Unlock()
+	if known {
+		return
+	}
+	node, err := f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the driver's Node failed: the DeviceTaintRules of this fault get no owner and outlive the Node", "node", f.cfg.NodeName)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owner == nil {
+		f.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+	}
 }
 
 // ruleName is the name of the DeviceTaintRule of device: the device's name
@@ -484,6 +509,7 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 	}
 	f.writeMu.Lock()
 	defer f.writeMu.Unlock()
+	f.lookUpOwner(ctx)
 	now := metav1.Now().Rfc3339Copy() // what the API stores
 	var created []string
 	// Every fault writes its rule, also for a device with a rule already:
