@@ -187,7 +187,7 @@ KUBEADM_FLAGS=/var/lib/kubelet/kubeadm-flags.env
 # systemctl restart; then each worker must be Ready with the wanted kubelet.
 switch_kubelet() {
   local mode=$1 binary=kubelet worker want gate=false
-  [ "${mode}" = stock ] && binary=kubelet-stock
+  [ "${mode}" = stock ] && binary="kubelet-stock"
   [ "${mode}" = fork-on ] && gate=true
   for worker in $(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o name); do
     worker=${worker#node/}
