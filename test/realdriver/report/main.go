@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -272,13 +273,30 @@ func matchesUnrunnable(name string, left []unrunnable) string {
 	return ""
 }
 
+// failureText is a spec's failure in one line: Gomega's first line, and the first line after it
+// that says what was wrong (not its own scaffolding), file paths cut to their base names (the
+// report names no path of the machine it ran on).
 func failureText(s specReport) string {
 	if s.Failure == nil {
 		return s.State
 	}
-	message, _, _ := strings.Cut(s.Failure.Message, "\n")
-	return message
+	lines := strings.Split(s.Failure.Message, "\n")
+	text := strings.TrimSpace(lines[0])
+	for _, line := range lines[1:] {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "<") || strings.HasPrefix(line, "{") ||
+			strings.HasPrefix(line, "Unexpected error") || strings.HasPrefix(line, "The function passed") ||
+			strings.HasPrefix(line, "Expected") {
+			continue
+		}
+		text += " " + line
+		break
+	}
+	return directories.ReplaceAllString(text, "")
 }
+
+// directories matches the directory part of an absolute path.
+var directories = regexp.MustCompile(`/[^\s:"']*/`)
 
 // substitutions lists what the test uses in place of what these machines cannot fetch.
 const substitutions = `
