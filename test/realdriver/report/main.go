@@ -254,7 +254,7 @@ invalid config is Failed and its Job fails on the condition; elsewhere both keep
 		}
 	}
 	b.WriteString("\n## Time to Failed (adopted driver, our specs)\n\n" +
-		"Upper bounds: an object's creation time is stored in whole seconds.\n\n" +
+		"The API stores both times in whole seconds: each figure is within a second of the true one.\n\n" +
 		"| driver | kubelet | spec | measured |\n|---|---|---|---|\n")
 	b.WriteString(strings.Join(timings, "\n") + "\n")
 	b.WriteString(substitutions)
