@@ -75,7 +75,7 @@ func TestRenderProblems(t *testing.T) {
 }
 
 func TestFailureText(t *testing.T) {
-	message := "Failed to create objects from /tmp/x/_output/real-driver/manifests/pg/pg.yaml\nUnexpected error:\n    <*fmt.wrapError | 0x1>: \n    failed to get REST mapping: no matches for kind \"PodGroup\"\n    {\n"
+	message := "Failed to create objects from /src/checkout/_output/real-driver/manifests/pg/pg.yaml\nUnexpected error:\n    <*fmt.wrapError | 0x1>: \n    failed to get REST mapping: no matches for kind \"PodGroup\"\n    {\n"
 	s := specReport{State: "failed", Failure: &struct{ Message string }{message}}
 	want := `Failed to create objects from pg.yaml failed to get REST mapping: no matches for kind "PodGroup"`
 	if got := failureText(s); got != want {
