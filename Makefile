@@ -4,7 +4,7 @@
 # Thin entry points: every target calls one script in hack/, which documents itself.
 # PKGS: packages for test-upstream (default: the kubelet packages the fork touches).
 # BENCH_MODE: the mode of bench, full by default (hack/bench.sh lists the modes).
-.PHONY: demo test unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
+.PHONY: demo test test-versions unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind test-real-driver \
 	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
 
@@ -84,6 +84,11 @@ release-library:
 
 test-upstream:
 	hack/test-upstream.sh $(PKGS)
+
+# Every supported Kubernetes version: the series ported and built, its unit tests there
+# (docs/versions.md).
+test-versions:
+	hack/test-versions.sh
 
 # Upstream's DRA node e2e suite against stock, the fork and the series' kubelet, each with the gate
 # off and on, in systemd nodes (about two and a half hours).

@@ -11,13 +11,32 @@ export REPO_ROOT
 # The one place the upstream version is pinned: the default of KUBE_VERSION, which a caller may set
 # to another of SUPPORTED_KUBE_VERSIONS (docs/building.md, "Kubernetes versions").
 DEFAULT_KUBE_VERSION=v1.37.2
-# The Kubernetes releases whose tree the fork's patch series is known to apply to and build in.
-SUPPORTED_KUBE_VERSIONS=(v1.37.2)
+# The Kubernetes releases whose tree the fork's patch series is known to apply to and build in: the
+# newest patch of each minor the fork supports. The series is written against the default; on the
+# others it is ported (hack/tree.sh, ensure_patched; docs/versions.md).
+SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.36.3)
 KUBE_VERSION=${KUBE_VERSION:-${DEFAULT_KUBE_VERSION}}
 supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
   { printf 'ERROR: KUBE_VERSION=%s is not supported by this fork (supported: %s)\n' "${KUBE_VERSION}" "${SUPPORTED_KUBE_VERSIONS[*]}" >&2; exit 1; }
 unset supported
+# The scripts that work on every supported version so far; the others (local cluster, demo, kind,
+# e2e, bench, releases) build and run the default version only, and stop at once on another
+# rather than mix versions (docs/versions.md, "What runs on which version").
+PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh)
+if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]]; then
+  printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only so far; on %s the series, the kubelets and the unit tests are ready (make test-versions), not yet the rest (docs/versions.md)\n' \
+    "${KUBE_VERSION}" "hack/$(basename "$0")" "${DEFAULT_KUBE_VERSION}" "${KUBE_VERSION}" >&2
+  exit 1
+fi
+# Go build tags that select the fork's code for a tree older than the default's:
+# dra_failfast_before_1_N for each minor N above KUBE_VERSION's, up to the default's
+# (pkg/kubelet/cm/dra/*_before_1_N.go hold what such a tree lacks). Empty on the default version.
+KUBE_GO_TAGS=""
+for ((minor = $(cut -d. -f2 <<< "${KUBE_VERSION}") + 1; minor <= $(cut -d. -f2 <<< "${DEFAULT_KUBE_VERSION}"); minor++)); do
+  KUBE_GO_TAGS+="${KUBE_GO_TAGS:+,}dra_failfast_before_1_${minor}"
+done
+unset minor
 # Every staging module of k8s.io/kubernetes v1.X.Y is released as v0.X.Y.
 KUBE_STAGING_VERSION=v0.${KUBE_VERSION#v1.}
 # Revision of this fork on top of KUBE_VERSION: the patched kubelet reports

@@ -8,7 +8,8 @@
 #
 # Usage: hack/test-upstream.sh [PACKAGE...]   (packages relative to the tree, default below)
 # Environment: GO_TEST_FLAGS  extra flags for go test (default: -timeout=30m; e.g. "-count=1 -race")
-# Output: _output/test-upstream/test.json (go test -json) and test.log (the plain test output).
+# Output: _output/test-upstream/test.json (go test -json) and test.log (the plain test output);
+# with another KUBE_VERSION than the default, _output/test-upstream/<version>/.
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
@@ -19,6 +20,9 @@ DEFAULT_PACKAGES=(
   ./pkg/kubelet/types
   ./pkg/kubelet/status
 )
+# On a version other than the default, this repository's kubelet-side package is tested there too,
+# compiled against that tree (make unit tests it against the default's).
+${ported} && DEFAULT_PACKAGES+=("${MODULE_PREFIX}/pkg/kubelet/cm/dra/...")
 packages=("$@")
 [ ${#packages[@]} -gt 0 ] || packages=("${DEFAULT_PACKAGES[@]}")
 read -ra test_flags <<< "${GO_TEST_FLAGS:--timeout=30m}"
@@ -28,6 +32,7 @@ with_tree_lock ensure_patched
 with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
 
 results="${OUTPUT_DIR}/test-upstream"
+[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || results+="/${KUBE_VERSION}"
 mkdir -p "${results}"
 json="${results}/test.json"
 plain="${results}/test.log"
@@ -38,7 +43,7 @@ start=$(date +%s)
 rc=0
 # -trimpath: the compiled dependencies are shared with the upstream-shaped series' tests
 # (hack/upstream.sh verify), whose tree is elsewhere.
-(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath "${test_flags[@]}" "${packages[@]}") \
+(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_GO_TAGS}" "${test_flags[@]}" "${packages[@]}") \
   > "${json}" 2> "${results}/stderr.log" || rc=$?
 : > "${builderr}"
 : > "${plain}"

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # The project's test run (make test, README, .ci/run), or some of its stages:
-#   hack/test.sh [STAGE...]      default: verify unit adoption real-driver build upstream e2e kind release, in
+#   hack/test.sh [STAGE...]      default: verify unit adoption real-driver build upstream versions e2e kind release, in
 #                                this order: what fits make test's 60-minute budget from cold on 2
 #                                cores. upstream-e2e and bench run only when named (make
 #                                test-extra runs both): with them a cold run took 77 min.
@@ -17,6 +17,9 @@
 #            test-real-driver runs its own e2e suite on kind, stock / gate off / gate on)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
+#   versions on every supported Kubernetes version but the default: the series ported to its tree,
+#            upstream's unit tests of the touched packages there and pkg/kubelet/cm/dra compiled
+#            against it and tested (hack/test-versions.sh unit; make test-versions runs more)
 #   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
 #   upstream-e2e  upstream's DRA node e2e specs that prepare and unprepare claims, against the fork
 #            with its gate on, on this host (make test-upstream-e2e runs all DRA specs, the
@@ -102,6 +105,23 @@ upstream_tests() {
   return "${rc}"
 }
 
+# other_versions: hack/test-versions.sh unit on every supported version but the default, its tests
+# counted like upstream_tests'.
+other_versions() {
+  local rc=0 version line
+  local -a others=()
+  for version in "${SUPPORTED_KUBE_VERSIONS[@]}"; do
+    [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || others+=("${version}")
+  done
+  TEST_VERSIONS="${others[*]}" hack/test-versions.sh unit || rc=$?
+  for version in "${others[@]}"; do
+    line=$(grep -E '^tests: ' "${OUTPUT_DIR}/test-upstream/${version}/summary.txt" 2>/dev/null || echo "tests: 0 passed, 1 failed")
+    passed=$((passed + $(sed -E 's/^tests: ([0-9]+) passed.*/\1/' <<<"${line}")))
+    failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line}")))
+  done
+  return "${rc}"
+}
+
 # e2e_package NAME PKG [GO TEST FLAG...]: runs one package's e2e_node tests into NAME.log. One
 # package at a time: every local cluster binds the same ports.
 e2e_package() {
@@ -176,12 +196,13 @@ run_stage() {
     real-driver) stage "a driver written elsewhere adopts the library (hack/test-real-driver.sh check)" real_driver_check ;;
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
+    versions) stage "the series and its unit tests on the other Kubernetes versions (hack/test-versions.sh unit)" other_versions ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
     upstream-e2e) stage "upstream's DRA node e2e specs, fork with the gate on (hack/test-upstream-e2e.sh)" upstream_e2e ;;
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
     kind) stage "kind smoke: offline node images, a three-node cluster, both drivers (make test-kind)" kind_smoke ;;
     release) stage "release builds are reproducible (hack/verify-release.sh)" release_check ;;
-    *) die "unknown stage $1 (stages: verify unit adoption real-driver build upstream e2e upstream-e2e bench kind release)" ;;
+    *) die "unknown stage $1 (stages: verify unit adoption real-driver build upstream versions e2e upstream-e2e bench kind release)" ;;
   esac
 }
 
@@ -210,7 +231,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption real-driver build upstream e2e kind release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption real-driver build upstream versions e2e kind release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | upstream-e2e | bench | kind | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

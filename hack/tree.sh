@@ -19,7 +19,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUTPUT_DIR=$(mkdir -p "${OUTPUT_DIR}" && cd "${OUTPUT_DIR}" && pwd)
+# The default version's trees sit in _output/tree, another version's in _output/tree/<version>.
 TREE_DIR="${OUTPUT_DIR}/tree"
+[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || TREE_DIR+="/${KUBE_VERSION}"
 PRISTINE_TREE="${TREE_DIR}/pristine"
 # SERIES picks the patch series the scripts work on: "fork" (the default) is staging-patches/, the
 # fork's kubelet, built with this repository in its workspace; "upstream" is upstream/patches/,
@@ -33,7 +35,9 @@ case "${SERIES:=fork}" in
 esac
 PATCHED_WORK="${PATCHED_TREE}.work"
 PATCHES_DIR=${PATCHES_DIR:-${default_patches_dir}}
+# Likewise, binaries built from another version's trees go to _output/bin/<version>.
 BIN_DIR="${OUTPUT_DIR}/bin"
+[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || BIN_DIR+="/${KUBE_VERSION}"
 UPSTREAM_TAG="upstream-${KUBE_VERSION}"
 # Bump when the way trees are assembled changes, to force them to be rebuilt.
 TREE_FORMAT=1
@@ -103,16 +107,54 @@ patch_files() {
   find "${PATCHES_DIR}" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort
 }
 
+# The series is written against DEFAULT_KUBE_VERSION. On another version it is ported (apply_series):
+# each patch is merged three ways (git am -3) against the default version's copy of the files it
+# changes, so that upstream lines that differ near the patched ones do not stop it, and a patch that
+# still conflicts on that minor is replaced by its hand-ported copy in PORTS_DIR/<minor>/ under the
+# same name (docs/versions.md). Nothing else of the series differs between versions.
+PORTS_DIR=${PORTS_DIR:-${PATCHES_DIR}/ports}
+KUBE_MINOR=${KUBE_VERSION%.*}
+DEFAULT_PRISTINE_TREE="${OUTPUT_DIR}/tree/pristine"
+ported=false
+[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || ported=true
+
+# port_of PATCH: prints the hand-ported copy of PATCH for KUBE_VERSION's minor, or PATCH itself.
+port_of() {
+  local patch=$1 port
+  port="${PORTS_DIR}/${KUBE_MINOR}/$(basename "${patch}")"
+  if ${ported} && [ -f "${port}" ]; then echo "${port}"; else echo "${patch}"; fi
+}
+
 # series_hash: a hash of everything the patched tree is made from.
 series_hash() {
   local p
   {
     echo "format=${TREE_FORMAT} kubernetes=${KUBE_VERSION} staging=${KUBE_STAGING_VERSION}"
+    ! ${ported} || echo "ported from ${DEFAULT_KUBE_VERSION}"
     while read -r p; do
       echo "== $(basename "${p}")"
-      cat "${p}"
+      cat "$(port_of "${p}")"
     done < <(patch_files)
   } | sha256sum | cut -d' ' -f1
+}
+
+# ensure_default_pristine: when KUBE_VERSION is not the default, makes sure the default version's
+# pristine tree exists, the base of the three-way merges that port the series.
+ensure_default_pristine() {
+  ${ported} || return 0
+  # In a shell of its own: the default version's settings are lib.sh's and this file's own.
+  KUBE_VERSION=${DEFAULT_KUBE_VERSION} OUTPUT_DIR=${OUTPUT_DIR} \
+    bash -c 'source "$1/hack/tree.sh" && with_tree_lock ensure_pristine' bash "${REPO_ROOT}"
+}
+
+# store_base_blobs TREE PATCH: writes into TREE's object store the default version's copy of each
+# file PATCH changes, the common ancestor git am -3 looks up by the patch's "index" lines.
+store_base_blobs() {
+  local tree=$1 patch=$2 file
+  while read -r file; do
+    [ -f "${DEFAULT_PRISTINE_TREE}/${file}" ] || continue
+    tree_git "${tree}" hash-object -w --no-filters "${DEFAULT_PRISTINE_TREE}/${file}" > /dev/null
+  done < <(git apply --numstat "${patch}" | cut -f3)
 }
 
 # ensure_pristine: assembles PRISTINE_TREE unless it is already complete and current.
@@ -217,12 +259,28 @@ check_patch() {
 # apply_series TREE PATCH...: applies each patch in order to TREE, as one commit each. Each patch
 # must first pass check_patch and `git apply --check`.
 apply_series() {
-  local tree=$1 patch name err
+  local tree=$1 patch name err how
   shift
+  ensure_default_pristine
   err=$(mktemp)
   for patch in "$@"; do
+    patch=$(port_of "${patch}")
     name=$(basename "${patch}")
     check_patch "${patch}"
+    if ${ported}; then
+      store_base_blobs "${tree}" "${patch}"
+      if ! tree_git "${tree}" am -q -3 --committer-date-is-author-date "${patch}" >"${err}" 2>&1; then
+        cat "${err}" >&2
+        tree_git "${tree}" diff >&2 || true
+        tree_git "${tree}" am --abort >/dev/null 2>&1 || true
+        rm -f "${err}"
+        die "patch ${name} does not merge into ${KUBE_VERSION} (conflicts above): port it by hand as ${PORTS_DIR#"${REPO_ROOT}/"}/${KUBE_MINOR}/${name} (docs/versions.md)"
+      fi
+      how="merged from ${DEFAULT_KUBE_VERSION}"
+      [[ "${patch}" != "${PORTS_DIR}"/* ]] || how="ported by hand"
+      log "applied ${name} (${how})"
+      continue
+    fi
     if ! tree_git "${tree}" apply --check "${patch}" 2>"${err}"; then
       cat "${err}" >&2
       rm -f "${err}"
@@ -305,7 +363,14 @@ write_workspace() {
     grep -E '^(go|godebug|toolchain) ' "${tree}/go.work"
   } > "${tmp}"
   local -a edits=("-use=./${rel_tree}")
-  ${upstream} || edits+=("-use=$(realpath --relative-to="${dir}" "${REPO_ROOT}")")
+  if ! ${upstream}; then
+    if ${ported}; then
+      write_fork_module "${tree}" "${FORK_MODULE}"
+      edits+=("-use=$(realpath --relative-to="${dir}" "${FORK_MODULE}")")
+    else
+      edits+=("-use=$(realpath --relative-to="${dir}" "${REPO_ROOT}")")
+    fi
+  fi
   for mod in $(staging_modules "${tree}/go.mod"); do
     edits+=("-use=./${rel_tree}/staging/src/${mod}")
     ${upstream} || edits+=("-replace=${mod}@${KUBE_STAGING_VERSION}=./${rel_tree}/staging/src/${mod}")
@@ -329,6 +394,35 @@ write_workspace() {
       [ "$(realpath "${mod}")" = "$(realpath "${tree}/staging/src/${line}")" ] ||
       die "workspace ${work}: ${line} resolves to ${mod}, not to the tree"
   done
+}
+
+# On a ported version the patched tree's workspace holds, instead of this repository's module (which
+# requires the default version's k8s.io/* and would move the tree's dependencies), FORK_MODULE: a
+# copy of the packages the series imports, as one module that requires nothing, so that every
+# dependency is the tree's own.
+FORK_MODULE="${TREE_DIR}/fork-module"
+# The directories of this repository that FORK_MODULE holds: the series imports the first two.
+FORK_MODULE_PACKAGES=(pkg/kubelet/cm/dra api/draplugin/v1alpha api/decision)
+
+# write_fork_module TREE DIR: (re)writes DIR as FORK_MODULE for TREE, with TREE's Go version.
+write_fork_module() {
+  local tree=$1 dir=$2 pkg go_version
+  go_version=$(awk '$1 == "go" {print $2; exit}' "${tree}/go.work")
+  rm -rf "${dir}.new"
+  mkdir -p "${dir}.new"
+  for pkg in "${FORK_MODULE_PACKAGES[@]}"; do
+    mkdir -p "${dir}.new/$(dirname "${pkg}")"
+    cp -R "${REPO_ROOT}/${pkg}" "${dir}.new/${pkg}"
+  done
+  printf '// Generated by hack/tree.sh (write_fork_module) from this repository. Do not edit.\nmodule %s\n\ngo %s\n' \
+    "${MODULE_PREFIX}" "${go_version}" > "${dir}.new/go.mod"
+  if [ -d "${dir}" ] && diff -r -q "${dir}" "${dir}.new" > /dev/null; then
+    rm -rf "${dir}.new"
+  else
+    rm -rf "${dir}"
+    mv "${dir}.new" "${dir}"
+    log "fork module: copied ${FORK_MODULE_PACKAGES[*]} to ${dir#"${REPO_ROOT}/"} (go ${go_version})"
+  fi
 }
 
 # check_workspace_versions TREE WORKFILE: fails when adding this repository to the workspace
@@ -390,7 +484,7 @@ kube_ldflags() {
 go_build_kube() {
   local tree=$1 work=$2 version=$3 out=$4
   shift 4
-  local ldflags tags=selinux,notest
+  local ldflags tags=selinux,notest${KUBE_GO_TAGS:+,${KUBE_GO_TAGS}}
   local -a flags=()
   ldflags="all=$(kube_ldflags "${tree}" "${version}")"
   if [ "${KUBE_BUILD_RACE:-}" = 1 ]; then

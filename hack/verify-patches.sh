@@ -16,8 +16,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 [ $# -eq 0 ] || die "usage: hack/verify-patches.sh"
 
 start=$(date +%s)
-mapfile -t patches < <(patch_files)
-log "verifying ${#patches[@]} patch(es) in staging-patches/"
+# On a version other than the default, the series as ported there (hack/tree.sh, port_of).
+patches=()
+while read -r patch; do
+  patches+=("$(port_of "${patch}")")
+done < <(patch_files)
+log "verifying ${#patches[@]} patch(es) in staging-patches/ for ${KUBE_VERSION}"
 for patch in "${patches[@]}"; do
   check_patch "${patch}"
 done
@@ -44,4 +48,4 @@ write_workspace "${tree}" "${work}"
 check_workspace_versions "${tree}" "${work}"
 log "building ./cmd/kubelet in the patched copy"
 timed "go build ./cmd/kubelet" go_build_kube "${tree}" "${work}" "${FORK_VERSION}" /dev/null ./cmd/kubelet
-log "OK: ${#patches[@]} patch(es) well-formed, apply cleanly in order and build ./cmd/kubelet ($(($(date +%s) - start))s)"
+log "OK: ${#patches[@]} patch(es) well-formed, apply cleanly in order on ${KUBE_VERSION} and build ./cmd/kubelet ($(($(date +%s) - start))s)"

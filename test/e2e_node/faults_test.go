@@ -195,7 +195,7 @@ func removeSandboxes(ctx context.Context, uid types.UID) error {
 // OOM kill would; the kubelet then creates a new sandbox.
 func killSandbox(t *testing.T, pod *v1.Pod) {
 	t.Helper()
-	ctr := filepath.Join(filepath.Dir(cluster.KubeletPath()), "ctr")
+	ctr := filepath.Join(cluster.BinDir(), "ctr")
 	base := []string{"--address", cluster.ContainerdAddress(), "--namespace", "k8s.io"}
 	filter := fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s,labels."io.cri-containerd.kind"==sandbox`, pod.UID)
 	out, err := exec.CommandContext(t.Context(), ctr, append(base, "containers", "list", "--quiet", filter)...).Output()

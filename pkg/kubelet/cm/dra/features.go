@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
+	kubeversion "k8s.io/component-base/version"
 
 	// Imported for its init order only: Go initializes a package after
 	// every package it imports, so upstream's gates are registered before
@@ -26,7 +27,10 @@ const DRAHandlePermanentDriverFailures featuregate.Feature = "DRAHandlePermanent
 
 var featureSpecs = map[featuregate.Feature]featuregate.VersionedSpecs{
 	DRAHandlePermanentDriverFailures: {
-		{Version: version.MustParse("1.37"), Default: false, PreRelease: featuregate.Alpha},
+		// Alpha from the kubelet it is built into on: a spec of a later
+		// version would be PreAlpha at an older kubelet's emulated version,
+		// and the gate could not be turned on there.
+		{Version: version.MustParse(kubeversion.DefaultKubeBinaryVersion), Default: false, PreRelease: featuregate.Alpha},
 	},
 }
 

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -265,7 +264,7 @@ func podsPrepared(claims state.ClaimInfoStateList) sets.Set[types.UID] {
 	for _, claim := range claims {
 		prepared := true
 		for _, driver := range claim.DriverState {
-			if len(driver.Devices) == 0 && !driver.Skips(resourceapi.SkipNodeOperationNodePrepareResources) {
+			if len(driver.Devices) == 0 && !skipsPrepare(driver) {
 				prepared = false
 			}
 		}

@@ -64,7 +64,11 @@ func (k *kubeletState) writeDRACheckpoint(claims ...claim) {
 			s.DriverState[driver] = ds
 		}
 		for _, driver := range c.skip {
-			s.DriverState[driver] = state.DriverState{SkipNodeOperations: []resourceapi.SkipNodeOperation{resourceapi.SkipNodeOperationAll}}
+			skipping, ok := skippingDriverState()
+			if !ok {
+				k.t.Fatal("this Kubernetes version has no drivers that skip node operations")
+			}
+			s.DriverState[driver] = skipping
 		}
 		list = append(list, s)
 	}
@@ -185,20 +189,24 @@ func TestPreparedPodsFromDRACheckpoint(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			k := newKubeletState(t)
-			k.writeDRACheckpoint(
-				claim{uid: "a", pods: []string{"prepared", "shared"}, devices: map[string][]string{"d1": {"gpu-0"}}},
-				claim{uid: "b", pods: []string{"shared"}, devices: map[string][]string{"d1": nil}},
-				claim{uid: "c", pods: []string{"not-prepared"}, devices: map[string][]string{"d1": nil}},
-				claim{uid: "d", pods: []string{"half-prepared"}, devices: map[string][]string{"d1": {"gpu-1"}, "d2": nil}},
-				claim{uid: "e", pods: []string{"no-prepare-needed"}, skip: []string{"d3"}},
-			)
+			claims := []claim{
+				{uid: "a", pods: []string{"prepared", "shared"}, devices: map[string][]string{"d1": {"gpu-0"}}},
+				{uid: "b", pods: []string{"shared"}, devices: map[string][]string{"d1": nil}},
+				{uid: "c", pods: []string{"not-prepared"}, devices: map[string][]string{"d1": nil}},
+				{uid: "d", pods: []string{"half-prepared"}, devices: map[string][]string{"d1": {"gpu-1"}, "d2": nil}},
+			}
+			want := []string{"prepared"}
+			if _, ok := skippingDriverState(); ok {
+				claims = append(claims, claim{uid: "e", pods: []string{"no-prepare-needed"}, skip: []string{"d3"}})
+				want = []string{"no-prepare-needed", "prepared"}
+			}
+			k.writeDRACheckpoint(claims...)
 			if record != nil {
 				if err := os.WriteFile(filepath.Join(k.dir, PreparedPodsCheckpoint), record, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
 			m, _, logs := k.kubelet()
-			want := []string{"no-prepare-needed", "prepared"}
 			if got := k.recorded(); !slices.Equal(got, want) {
 				t.Errorf("record = %v, want %v", got, want)
 			}

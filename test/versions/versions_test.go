@@ -1,0 +1,152 @@
+// Copyright 2026 The dra-failfast Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package versions checks how the scripts pick a Kubernetes version
+// (hack/lib.sh) and that the series' hand-ported patches stay in step with
+// the series (docs/versions.md).
+package versions
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// libSh prints the variables named in vars after sourcing hack/lib.sh with
+// KUBE_VERSION set to version ("" for the default), as a script named script
+// would see them.
+func libSh(t *testing.T, script, version string, vars ...string) (string, error) {
+	t.Helper()
+	var echo strings.Builder
+	for _, v := range vars {
+		echo.WriteString(`echo "` + v + `=${` + v + `}"; `)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, script)
+	body := "#!/usr/bin/env bash\nsource " + filepath.Join(repoRoot(t), "hack", "lib.sh") + "\n" + echo.String() + "\n"
+	if err := os.WriteFile(path, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), "bash", path)
+	cmd.Env = append(os.Environ(), "KUBE_VERSION="+version)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func supportedVersions(t *testing.T) (def string, all []string) {
+	t.Helper()
+	out, err := libSh(t, "test-versions.sh", "", "DEFAULT_KUBE_VERSION", "SUPPORTED_KUBE_VERSIONS[*]")
+	if err != nil {
+		t.Fatalf("hack/lib.sh: %v\n%s", err, out)
+	}
+	def = regexp.MustCompile(`(?m)^DEFAULT_KUBE_VERSION=(\S+)$`).FindStringSubmatch(out)[1]
+	all = strings.Fields(regexp.MustCompile(`(?m)^SUPPORTED_KUBE_VERSIONS\[\*\]=(.*)$`).FindStringSubmatch(out)[1])
+	return def, all
+}
+
+func minor(version string) int {
+	var major, m, patch int
+	if _, err := fmt.Sscanf(version, "v%d.%d.%d", &major, &m, &patch); err != nil {
+		return -1
+	}
+	return m
+}
+
+// TestGoTags: the build tags of an older tree name every minor it lacks, up
+// to the default's; the default has none.
+func TestGoTags(t *testing.T) {
+	def, all := supportedVersions(t)
+	if len(all) < 2 {
+		t.Fatalf("supported versions %v: want the default and older minors", all)
+	}
+	for _, version := range all {
+		t.Run(version, func(t *testing.T) {
+			out, err := libSh(t, "build-kubelet.sh", version, "KUBE_GO_TAGS", "KUBE_STAGING_VERSION")
+			if err != nil {
+				t.Fatalf("hack/lib.sh: %v\n%s", err, out)
+			}
+			var want []string
+			for m := minor(version) + 1; m <= minor(def); m++ {
+				want = append(want, "dra_failfast_before_1_"+strconv.Itoa(m))
+			}
+			if !strings.Contains(out, "KUBE_GO_TAGS="+strings.Join(want, ",")+"\n") {
+				t.Errorf("KUBE_GO_TAGS for %s: got\n%s\nwant %v", version, out, want)
+			}
+			if !strings.Contains(out, "KUBE_STAGING_VERSION=v0."+strings.TrimPrefix(version, "v1.")+"\n") {
+				t.Errorf("KUBE_STAGING_VERSION for %s: got\n%s", version, out)
+			}
+		})
+	}
+}
+
+// TestRefusals: a version that is not supported stops every script, and a
+// script that runs on the default version only stops on another one, naming
+// itself and the version, before it does anything.
+func TestRefusals(t *testing.T) {
+	def, all := supportedVersions(t)
+	var older string
+	for _, v := range all {
+		if v != def {
+			older = v
+		}
+	}
+	for _, tc := range []struct {
+		script, version, want string
+	}{
+		{"build-kubelet.sh", "v1.34.0", "KUBE_VERSION=v1.34.0 is not supported by this fork"},
+		{"demo.sh", older, "KUBE_VERSION=" + older + ": hack/demo.sh runs on " + def + " only so far"},
+		{"kind-demo.sh", older, "hack/kind-demo.sh runs on " + def + " only so far"},
+		{"release.sh", older, "hack/release.sh runs on " + def + " only so far"},
+	} {
+		out, err := libSh(t, tc.script, tc.version, "KUBE_VERSION")
+		if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "KUBE_VERSION="+tc.version+"\n") {
+			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant a refusal containing %q", tc.script, tc.version, err, out, tc.want)
+		}
+	}
+	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh"} {
+		if out, err := libSh(t, script, older, "KUBE_VERSION"); err != nil || !strings.Contains(out, "KUBE_VERSION="+older+"\n") {
+			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant it to run", script, older, err, out)
+		}
+	}
+}
+
+// TestPortsFollowTheSeries: every hand-ported patch replaces a patch of the
+// series under the same name, for the minor of a supported version other
+// than the default.
+func TestPortsFollowTheSeries(t *testing.T) {
+	def, all := supportedVersions(t)
+	minors := map[string]bool{}
+	for _, v := range all {
+		if v != def {
+			minors[v[:strings.LastIndex(v, ".")]] = true
+		}
+	}
+	root := repoRoot(t)
+	ports, err := filepath.Glob(filepath.Join(root, "staging-patches", "ports", "*", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range ports {
+		rel, _ := filepath.Rel(root, port)
+		if !minors[filepath.Base(filepath.Dir(port))] {
+			t.Errorf("%s: not the minor of a supported version other than the default (%v)", rel, all)
+		}
+		if _, err := os.Stat(filepath.Join(root, "staging-patches", filepath.Base(port))); err != nil {
+			t.Errorf("%s replaces no patch of the series: %v", rel, err)
+		}
+	}
+}
