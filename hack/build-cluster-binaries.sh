@@ -21,6 +21,38 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
+# On another KUBE_VERSION than the default: that version's control plane from its pristine tree
+# (hack/tree.sh) into _output/bin/<version>, static as upstream releases it; everything else is not
+# tied to the Kubernetes version: built for the default and linked there.
+if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then
+  KUBE_VERSION=${DEFAULT_KUBE_VERSION} "${BASH_SOURCE[0]}" "$@"
+  for arg in "$@"; do
+    [ "${arg}" != kube ] || only_kube=true
+    [[ "${arg}" == -* ]] || some_steps=true
+  done
+  if [ "${some_steps:-false}" = true ] && [ "${only_kube:-false}" = false ]; then
+    exit 0
+  fi
+  # shellcheck source-path=SCRIPTDIR
+  source "${REPO_ROOT}/hack/tree.sh"
+  with_tree_lock ensure_pristine
+  mkdir -p "${BIN_DIR}"
+  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}, static) from ${PRISTINE_TREE#"${REPO_ROOT}/"}"
+  CGO_ENABLED=0 timed "go build ./cmd/kube-* ./cmd/kubectl (${KUBE_VERSION})" \
+    go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${BIN_DIR}/" \
+    ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
+  for binary in "${OUTPUT_DIR}/bin"/*; do
+    name=$(basename "${binary}")
+    case "${name}" in
+      kube-apiserver | kube-controller-manager | kube-scheduler | kubectl | kubelet*) continue ;;
+    esac
+    if [ ! -f "${binary}" ] || [ ! -x "${binary}" ]; then continue; fi
+    ln -sfn "../${name}" "${BIN_DIR}/${name}"
+  done
+  log "control plane ${KUBE_VERSION} in ${BIN_DIR#"${REPO_ROOT}/"}, the rest linked to the default's"
+  exit 0
+fi
+
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.2.9}
 BIN_DIR="${OUTPUT_DIR}/bin"
 IMAGE_DIR="${OUTPUT_DIR}/images"

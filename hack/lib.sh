@@ -23,9 +23,10 @@ unset supported
 # The scripts that work on every supported version so far; the others (local cluster, demo, kind,
 # e2e, bench, releases) build and run the default version only, and stop at once on another
 # rather than mix versions (docs/versions.md, "What runs on which version").
-PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh)
+PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh
+  build-cluster-binaries.sh build.sh demo.sh)
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]]; then
-  printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only so far; on %s the series, the kubelets and the unit tests are ready (make test-versions), not yet the rest (docs/versions.md)\n' \
+  printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only so far; on %s the kubelets, their tests and the local cluster are ready (make kubelet, make demo, make test-versions), not yet the rest (docs/versions.md)\n' \
     "${KUBE_VERSION}" "hack/$(basename "$0")" "${DEFAULT_KUBE_VERSION}" "${KUBE_VERSION}" >&2
   exit 1
 fi
@@ -46,6 +47,29 @@ FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
 # The kubelet of the upstream-shaped series (upstream/patches/, hack/build-kubelet.sh --series).
 SERIES_VERSION="${KUBE_VERSION}-kep5322.${FORK_REVISION}"
 OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
+# The binaries built for KUBE_VERSION: _output/bin for the default, _output/bin/<version> for
+# another, where the control plane and the kubelets are that version's and the rest (etcd,
+# containerd, tools) links to the default's. The local cluster takes its binaries from there.
+VERSION_BIN_DIR="${OUTPUT_DIR}/bin"
+# control_plane_env VERSION: prints, as NAME=VALUE lines, what the local cluster's control plane of
+# VERSION needs beyond its defaults (internal/localcluster reads them): the binaries of another
+# version than the default, and before 1.37 the gate and API version that serve DeviceTaintRules
+# (the driver library's device faults; docs/driver-authors.md).
+control_plane_env() {
+  local version=$1
+  [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || echo "LOCAL_CLUSTER_BIN_DIR=${OUTPUT_DIR}/bin/${version}"
+  case "${version}" in
+    v1.36.*) printf '%s\n' LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaintRules=true \
+      LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1beta2=true ;;
+  esac
+}
+if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then
+  VERSION_BIN_DIR+="/${KUBE_VERSION}"
+  while IFS= read -r setting; do
+    export "${setting?}"
+  done < <(control_plane_env "${KUBE_VERSION}")
+  unset setting
+fi
 # The light Go modules nested in this repository, for driver authors: the wire extension and the
 # driver library (docs/building.md, "Modules"). Each requires the others at LIBRARY_VERSION and
 # has no replace; in this repository the workspace go.work joins them (the root module, which no

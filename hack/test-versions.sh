@@ -11,9 +11,10 @@
 #            repository's pkg/kubelet/cm/dra compiled against that tree and tested there
 #            (hack/test-upstream.sh);
 #   e2e      this project's end-to-end suite (test/e2e_node) with that version's fork kubelet, and its
-#            stock kubelet where the suite compares, on the local cluster, whose control plane is the
-#            default version's: a kubelet older than its API server, as the skew policy allows and
-#            as a node is during a control plane upgrade (needs root).
+#            stock kubelet where the suite compares, on the local cluster with that version's control
+#            plane (needs root). TEST_VERSIONS_CONTROL_PLANE=default runs it under the default
+#            version's control plane instead: a kubelet older than its API server, as the skew
+#            policy allows and as every node is during a control plane upgrade.
 # make test runs the unit stage on every version but the default (hack/test.sh, stage versions),
 # whose full suite runs in the other stages of make test.
 #
@@ -55,7 +56,7 @@ run_stage() {
       detail=$(tail -2 "${summary}/summary.txt" 2>/dev/null | paste -sd';' | sed 's/;/; /') || detail=""
       ;;
     e2e)
-      detail="$(grep -c '^--- PASS' "${log}") passed, $(grep -c '^--- FAIL' "${log}") failed, $(grep -c '^--- SKIP' "${log}") skipped; kubelet $(sed -n 's/.*kubelet under test: \(.*\)$/\1/p' "${log}" | head -1)"
+      detail="$(grep -c '^--- PASS' "${log}") passed, $(grep -c '^--- FAIL' "${log}") failed, $(grep -c '^--- SKIP' "${log}") skipped; kubelet $(sed -n 's/.*kubelet under test: Kubernetes \(.*\)$/\1/p' "${log}" | head -1), control plane $(sed -n 's/.*control plane: Kubernetes \(.*\)$/\1/p' "${log}" | head -1)"
       ;;
   esac
   echo "$([ "${rc}" -eq 0 ] && echo passed || echo FAILED) $(($(date +%s) - start)) ${detail}"
@@ -67,13 +68,20 @@ run_stage() {
 e2e() {
   local version=$1 kubelet
   [ "$(id -u)" -eq 0 ] || die "stage e2e runs a real kubelet and containerd: run as root"
+  local control_plane=${version} bin=_output/bin cluster_bin=_output/bin
+  [ "${TEST_VERSIONS_CONTROL_PLANE:-own}" = own ] || control_plane=${DEFAULT_KUBE_VERSION}
   KUBE_VERSION=${version} "${REPO_ROOT}/hack/build-kubelet.sh"
   KUBE_VERSION=${version} "${REPO_ROOT}/hack/build-kubelet.sh" --stock
-  KUBE_VERSION=${DEFAULT_KUBE_VERSION} "${REPO_ROOT}/hack/build-cluster-binaries.sh"
-  kubelet=_output/bin
-  [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || kubelet+="/${version}"
-  kubelet+=/kubelet
+  KUBE_VERSION=${control_plane} "${REPO_ROOT}/hack/build-cluster-binaries.sh"
+  [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || bin+="/${version}"
+  kubelet=${bin}/kubelet
+  [ "${control_plane}" = "${DEFAULT_KUBE_VERSION}" ] || cluster_bin+="/${control_plane}"
+  export LOCAL_CLUSTER_BIN_DIR=${REPO_ROOT}/${cluster_bin}
+  while IFS= read -r setting; do
+    export "${setting?}"
+  done < <(control_plane_env "${control_plane}")
   echo "kubelet under test: $("${REPO_ROOT}/${kubelet}" --version)"
+  echo "control plane: $("${LOCAL_CLUSTER_BIN_DIR}/kube-apiserver" --version)"
   (cd "${REPO_ROOT}" && LOCAL_CLUSTER_KUBELET=${kubelet} go test -tags e2e_node -count=1 -v -timeout 30m -parallel 48 ./test/e2e_node/)
 }
 
@@ -98,7 +106,7 @@ for version in "${versions[@]}"; do
 done
 
 {
-  echo "| version | series (ported, budget, ./cmd/kubelet built) | unit (upstream's tests of the touched packages and pkg/kubelet/cm/dra, in that tree) | e2e (test/e2e_node with that kubelet, control plane ${DEFAULT_KUBE_VERSION}) |"
+  echo "| version | series (ported, budget, ./cmd/kubelet built) | unit (upstream's tests of the touched packages and pkg/kubelet/cm/dra, in that tree) | e2e (test/e2e_node with that version's kubelets on the local cluster) |"
   echo "|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   echo

@@ -35,9 +35,8 @@ case "${SERIES:=fork}" in
 esac
 PATCHED_WORK="${PATCHED_TREE}.work"
 PATCHES_DIR=${PATCHES_DIR:-${default_patches_dir}}
-# Likewise, binaries built from another version's trees go to _output/bin/<version>.
-BIN_DIR="${OUTPUT_DIR}/bin"
-[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || BIN_DIR+="/${KUBE_VERSION}"
+# Likewise, binaries built from another version's trees go to _output/bin/<version> (lib.sh).
+BIN_DIR=${VERSION_BIN_DIR}
 UPSTREAM_TAG="upstream-${KUBE_VERSION}"
 # Bump when the way trees are assembled changes, to force them to be rebuilt.
 TREE_FORMAT=1

@@ -52,21 +52,22 @@ type Cluster struct {
 // savedState is cluster.json: what Attach, Down and RestartKubelet need to know about a cluster
 // that another process started.
 type savedState struct {
-	StartedAt                time.Time       `json:"startedAt"`
-	BinDir                   string          `json:"binDir"`
-	ImageDir                 string          `json:"imageDir"`
-	KubeletPath              string          `json:"kubeletPath"`
-	KubeletFeatureGates      map[string]bool `json:"kubeletFeatureGates,omitempty"`
-	KubeletSyncFrequency     time.Duration   `json:"kubeletSyncFrequency,omitempty"`
-	KubeletDriverPolicy      string          `json:"kubeletDriverPolicy,omitempty"`
-	KubeletAPIQPS            int             `json:"kubeletAPIQPS,omitempty"`
-	ControlPlaneAPIQPS       int             `json:"controlPlaneAPIQPS,omitempty"`
-	ControlPlaneFeatureGates map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
-	Verbosity                int             `json:"verbosity"`
-	KubeletVModule           string          `json:"kubeletVModule,omitempty"`
-	ControlPlaneVerbosity    int             `json:"controlPlaneVerbosity"`
-	NodeName                 string          `json:"nodeName"`
-	NodeIP                   string          `json:"nodeIP"`
+	StartedAt                 time.Time       `json:"startedAt"`
+	BinDir                    string          `json:"binDir"`
+	ImageDir                  string          `json:"imageDir"`
+	KubeletPath               string          `json:"kubeletPath"`
+	KubeletFeatureGates       map[string]bool `json:"kubeletFeatureGates,omitempty"`
+	KubeletSyncFrequency      time.Duration   `json:"kubeletSyncFrequency,omitempty"`
+	KubeletDriverPolicy       string          `json:"kubeletDriverPolicy,omitempty"`
+	KubeletAPIQPS             int             `json:"kubeletAPIQPS,omitempty"`
+	ControlPlaneAPIQPS        int             `json:"controlPlaneAPIQPS,omitempty"`
+	ControlPlaneFeatureGates  map[string]bool `json:"controlPlaneFeatureGates,omitempty"`
+	ControlPlaneRuntimeConfig string          `json:"controlPlaneRuntimeConfig,omitempty"`
+	Verbosity                 int             `json:"verbosity"`
+	KubeletVModule            string          `json:"kubeletVModule,omitempty"`
+	ControlPlaneVerbosity     int             `json:"controlPlaneVerbosity"`
+	NodeName                  string          `json:"nodeName"`
+	NodeIP                    string          `json:"nodeIP"`
 	// CreatedOutside lists the directories outside the state directory that this cluster created.
 	CreatedOutside []string `json:"createdOutside,omitempty"`
 	// Sysctls holds the values of the sysctls the stack may change, from before it started.
@@ -162,6 +163,7 @@ func Attach(cfg Config) (*Cluster, error) {
 	if cfg.ControlPlaneFeatureGates == nil {
 		cfg.ControlPlaneFeatureGates = st.ControlPlaneFeatureGates
 	}
+	setDefault(&cfg.ControlPlaneRuntimeConfig, st.ControlPlaneRuntimeConfig)
 	if cfg.Verbosity == 0 {
 		cfg.Verbosity = st.Verbosity
 	}
@@ -491,23 +493,24 @@ func (c *Cluster) prepare() error {
 
 func (c *Cluster) saveState() error {
 	st := savedState{
-		StartedAt:                time.Now(),
-		BinDir:                   c.cfg.BinDir,
-		ImageDir:                 c.cfg.ImageDir,
-		KubeletPath:              c.cfg.KubeletPath,
-		KubeletFeatureGates:      c.cfg.KubeletFeatureGates,
-		KubeletSyncFrequency:     c.cfg.KubeletSyncFrequency,
-		KubeletDriverPolicy:      c.cfg.KubeletDriverPolicy,
-		KubeletAPIQPS:            c.cfg.KubeletAPIQPS,
-		ControlPlaneAPIQPS:       c.cfg.ControlPlaneAPIQPS,
-		ControlPlaneFeatureGates: c.cfg.ControlPlaneFeatureGates,
-		Verbosity:                c.cfg.Verbosity,
-		KubeletVModule:           c.cfg.KubeletVModule,
-		ControlPlaneVerbosity:    c.cfg.ControlPlaneVerbosity,
-		NodeName:                 c.cfg.NodeName,
-		NodeIP:                   c.cfg.NodeIP,
-		CreatedOutside:           c.created,
-		Sysctls:                  c.sysctls,
+		StartedAt:                 time.Now(),
+		BinDir:                    c.cfg.BinDir,
+		ImageDir:                  c.cfg.ImageDir,
+		KubeletPath:               c.cfg.KubeletPath,
+		KubeletFeatureGates:       c.cfg.KubeletFeatureGates,
+		KubeletSyncFrequency:      c.cfg.KubeletSyncFrequency,
+		KubeletDriverPolicy:       c.cfg.KubeletDriverPolicy,
+		KubeletAPIQPS:             c.cfg.KubeletAPIQPS,
+		ControlPlaneAPIQPS:        c.cfg.ControlPlaneAPIQPS,
+		ControlPlaneFeatureGates:  c.cfg.ControlPlaneFeatureGates,
+		ControlPlaneRuntimeConfig: c.cfg.ControlPlaneRuntimeConfig,
+		Verbosity:                 c.cfg.Verbosity,
+		KubeletVModule:            c.cfg.KubeletVModule,
+		ControlPlaneVerbosity:     c.cfg.ControlPlaneVerbosity,
+		NodeName:                  c.cfg.NodeName,
+		NodeIP:                    c.cfg.NodeIP,
+		CreatedOutside:            c.created,
+		Sysctls:                   c.sysctls,
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

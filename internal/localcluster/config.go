@@ -53,7 +53,8 @@ type Config struct {
 	// root and state, the kubelet's root dir, CDI specs and logs/. Default: <repo>/_output/local-cluster.
 	StateDir string
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-	// containerd, containerd-shim-runc-v2 and ctr. Default: <repo>/_output/bin.
+	// containerd, containerd-shim-runc-v2 and ctr. Default: $LOCAL_CLUSTER_BIN_DIR, else
+	// <repo>/_output/bin.
 	BinDir string
 	// KubeletPath is the kubelet binary: the fork (default <BinDir>/kubelet) or the stock one
 	// (<BinDir>/kubelet-stock). It is the only difference between the two kinds of cluster.
@@ -78,8 +79,13 @@ type Config struct {
 	// controller has a client of its own at that rate: the resourceclaim controller at 20 QPS
 	// needs about 20 s to create the claims of 200 pods and record them in the pods' status.
 	ControlPlaneAPIQPS int
-	// ControlPlaneFeatureGates go to kube-apiserver, kube-controller-manager and kube-scheduler.
+	// ControlPlaneFeatureGates go to kube-apiserver, kube-controller-manager and kube-scheduler,
+	// on top of $LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES ("A=true,B=false").
 	ControlPlaneFeatureGates map[string]bool
+	// ControlPlaneRuntimeConfig is kube-apiserver's --runtime-config. Default:
+	// $LOCAL_CLUSTER_RUNTIME_CONFIG, else none. hack/lib.sh sets both variables for a Kubernetes
+	// version whose control plane needs them (DeviceTaintRules before 1.37).
+	ControlPlaneRuntimeConfig string
 	// Verbosity is the kubelet's -v. Default 2.
 	Verbosity int
 	// KubeletVModule is the kubelet's --vmodule (pattern=N,...): more detail from a few
@@ -116,6 +122,16 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Environment variables with defaults of the control plane's settings (hack/lib.sh).
+const (
+	ControlPlaneFeatureGatesEnv  = "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES"
+	ControlPlaneRuntimeConfigEnv = "LOCAL_CLUSTER_RUNTIME_CONFIG"
+)
+
+// BinDirEnv names the environment variable that overrides the default BinDir: hack/lib.sh
+// sets it to _output/bin/<version> for a KUBE_VERSION other than the default.
+const BinDirEnv = "LOCAL_CLUSTER_BIN_DIR"
 
 // OutputDir returns the directory of everything built or written by the
 // project: $OUTPUT_DIR when set (relative paths are taken from the
@@ -178,7 +194,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := abs(&cfg.StateDir, filepath.Join(out, "local-cluster")); err != nil {
 		return cfg, err
 	}
-	if err := abs(&cfg.BinDir, filepath.Join(out, "bin")); err != nil {
+	defaultBinDir := filepath.Join(out, "bin")
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		// Another Kubernetes version's binaries (hack/lib.sh sets it for KUBE_VERSION).
+		defaultBinDir = dir
+	}
+	if err := abs(&cfg.BinDir, defaultBinDir); err != nil {
 		return cfg, err
 	}
 	if err := abs(&cfg.ImageDir, filepath.Join(out, "images")); err != nil {
@@ -186,6 +207,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := abs(&cfg.KubeletPath, filepath.Join(cfg.BinDir, "kubelet")); err != nil {
 		return cfg, err
+	}
+	if gates := os.Getenv(ControlPlaneFeatureGatesEnv); gates != "" {
+		base, err := ParseFeatureGates(gates)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", ControlPlaneFeatureGatesEnv, err)
+		}
+		for name, on := range cfg.ControlPlaneFeatureGates {
+			base[name] = on
+		}
+		cfg.ControlPlaneFeatureGates = base
+	}
+	if cfg.ControlPlaneRuntimeConfig == "" {
+		cfg.ControlPlaneRuntimeConfig = os.Getenv(ControlPlaneRuntimeConfigEnv)
 	}
 	if cfg.Verbosity == 0 {
 		cfg.Verbosity = 2

@@ -60,6 +60,9 @@ func (c *Cluster) apiServerArgs() []string {
 		"--profiling=false",
 		"--v=" + strconv.Itoa(c.cfg.ControlPlaneVerbosity),
 	}
+	if c.cfg.ControlPlaneRuntimeConfig != "" {
+		args = append(args, "--runtime-config="+c.cfg.ControlPlaneRuntimeConfig)
+	}
 	return append(args, gatesArg(c.cfg.ControlPlaneFeatureGates)...)
 }
 
