@@ -111,14 +111,12 @@ func waitForRunning(t *testing.T, ns string, want int, timeout time.Duration) de
 // taint: the devices of its DeviceTaintRules, sorted.
 func deviceTaints(t *testing.T, d *e2eframework.Driver) []string {
 	t.Helper()
-	list, err := client.ResourceV1().DeviceTaintRules().List(t.Context(), metav1.ListOptions{
-		LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + d.Name(),
-	})
+	rules, err := listDeviceTaintRules(t.Context(), failfastplugin.DeviceTaintRuleDriverLabel+"="+d.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tainted []string
-	for _, rule := range list.Items {
+	for _, rule := range rules {
 		selector := rule.Spec.DeviceSelector
 		if taint := rule.Spec.Taint; taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule &&
 			selector != nil && selector.Device != nil {

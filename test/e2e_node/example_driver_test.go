@@ -110,11 +110,11 @@ func exampleDevices(ctx context.Context) map[string][]resourceapi.DeviceTaint {
 			devices[device.Name] = device.Taints
 		}
 	}
-	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + exampleDriverName})
+	rules, err := listDeviceTaintRules(ctx, failfastplugin.DeviceTaintRuleDriverLabel+"="+exampleDriverName)
 	if err != nil {
 		return nil
 	}
-	for _, rule := range rules.Items {
+	for _, rule := range rules {
 		selector := rule.Spec.DeviceSelector
 		if selector == nil || selector.Pool == nil || *selector.Pool != cluster.NodeName() || selector.Device == nil {
 			continue

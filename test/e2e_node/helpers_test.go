@@ -351,8 +351,7 @@ func startDriver(t *testing.T, opts e2eframework.DriverOptions) *e2eframework.Dr
 // a kept cluster) with the same driver would find its devices tainted.
 func deleteTaintRulesAtEnd(t *testing.T, driver string) {
 	t.Cleanup(func() {
-		err := client.ResourceV1().DeviceTaintRules().DeleteCollection(context.WithoutCancel(t.Context()), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + driver})
+		err := deleteDeviceTaintRules(context.WithoutCancel(t.Context()), failfastplugin.DeviceTaintRuleDriverLabel+"="+driver)
 		if err != nil {
 			t.Errorf("delete the DeviceTaintRules of %s: %v", driver, err)
 		}

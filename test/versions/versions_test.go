@@ -33,7 +33,7 @@ func libSh(t *testing.T, script, version string, vars ...string) (string, error)
 	t.Helper()
 	var echo strings.Builder
 	for _, v := range vars {
-		echo.WriteString(`echo "` + v + `=${` + v + `}"; `)
+		echo.WriteString(`echo "` + v + `=${` + v + `-}"; `)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, script)
@@ -42,7 +42,13 @@ func libSh(t *testing.T, script, version string, vars ...string) (string, error)
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(t.Context(), "bash", path)
-	cmd.Env = append(os.Environ(), "KUBE_VERSION="+version)
+	// The variables lib.sh sets come from it alone, not from the environment of the test.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCAL_CLUSTER_") && !strings.HasPrefix(kv, "KUBE_VERSION=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KUBE_VERSION="+version)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -108,8 +114,8 @@ func TestRefusals(t *testing.T) {
 		script, version, want string
 	}{
 		{"build-kubelet.sh", "v1.34.0", "KUBE_VERSION=v1.34.0 is not supported by this fork"},
-		{"demo.sh", older, "KUBE_VERSION=" + older + ": hack/demo.sh runs on " + def + " only so far"},
-		{"kind-demo.sh", older, "hack/kind-demo.sh runs on " + def + " only so far"},
+		{"kind-demo.sh", older, "KUBE_VERSION=" + older + ": hack/kind-demo.sh runs on " + def + " only so far"},
+		{"bench.sh", older, "hack/bench.sh runs on " + def + " only so far"},
 		{"release.sh", older, "hack/release.sh runs on " + def + " only so far"},
 	} {
 		out, err := libSh(t, tc.script, tc.version, "KUBE_VERSION")
@@ -117,7 +123,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant a refusal containing %q", tc.script, tc.version, err, out, tc.want)
 		}
 	}
-	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh"} {
+	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh", "build.sh", "build-cluster-binaries.sh", "demo.sh"} {
 		if out, err := libSh(t, script, older, "KUBE_VERSION"); err != nil || !strings.Contains(out, "KUBE_VERSION="+older+"\n") {
 			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant it to run", script, older, err, out)
 		}
@@ -148,5 +154,34 @@ func TestPortsFollowTheSeries(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, "staging-patches", filepath.Base(port))); err != nil {
 			t.Errorf("%s replaces no patch of the series: %v", rel, err)
 		}
+	}
+}
+
+// TestControlPlaneEnv: a local cluster of another version takes that
+// version's binaries, and a 1.36 control plane serves DeviceTaintRules (the
+// driver library stops without them); the default version needs nothing.
+func TestControlPlaneEnv(t *testing.T) {
+	def, all := supportedVersions(t)
+	for _, version := range all {
+		t.Run(version, func(t *testing.T) {
+			out, err := libSh(t, "demo.sh", version, "OUTPUT_DIR", "LOCAL_CLUSTER_BIN_DIR", "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES", "LOCAL_CLUSTER_RUNTIME_CONFIG")
+			if err != nil {
+				t.Fatalf("hack/lib.sh: %v\n%s", err, out)
+			}
+			want := []string{"LOCAL_CLUSTER_BIN_DIR=\n", "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=\n", "LOCAL_CLUSTER_RUNTIME_CONFIG=\n"}
+			if version != def {
+				output := regexp.MustCompile(`(?m)^OUTPUT_DIR=(.*)$`).FindStringSubmatch(out)[1]
+				want[0] = "LOCAL_CLUSTER_BIN_DIR=" + output + "/bin/" + version + "\n"
+			}
+			if strings.HasPrefix(version, "v1.36.") {
+				want[1] = "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaintRules=true\n"
+				want[2] = "LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1beta2=true\n"
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("want %q in\n%s", w, out)
+				}
+			}
+		})
 	}
 }

@@ -258,7 +258,7 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 			}
 		}
 	}
-	rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	rules, err := listDeviceTaintRules(ctx, client)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Not served by this API server: nothing can be tainted that way.
@@ -267,7 +267,7 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 		return nil, fmt.Errorf("list DeviceTaintRules: %w", err)
 	}
 	matches := func(value *string, want string) bool { return value == nil || *value == want }
-	for _, rule := range rules.Items {
+	for _, rule := range rules {
 		selector := rule.Spec.DeviceSelector
 		if selector == nil || !matches(selector.Driver, driver) {
 			continue
@@ -279,6 +279,35 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 		}
 	}
 	return taints, nil
+}
+
+// listDeviceTaintRules lists every DeviceTaintRule in resource.k8s.io/v1
+// (Kubernetes 1.37), else in v1beta2 (1.36, where the driver library writes
+// them), as v1 objects with the fields the check reads. NotFound: served in
+// neither.
+func listDeviceTaintRules(ctx context.Context, client kubernetes.Interface) ([]resourceapi.DeviceTaintRule, error) {
+	list, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return nil, err
+		}
+		return list.Items, nil
+	}
+	older, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]resourceapi.DeviceTaintRule, 0, len(older.Items))
+	for _, rule := range older.Items {
+		converted := resourceapi.DeviceTaintRule{ObjectMeta: rule.ObjectMeta}
+		if s := rule.Spec.DeviceSelector; s != nil {
+			converted.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
+		}
+		t := rule.Spec.Taint
+		converted.Spec.Taint = resourceapi.DeviceTaint{Key: t.Key, Value: t.Value, Effect: resourceapi.DeviceTaintEffect(t.Effect), TimeAdded: t.TimeAdded}
+		rules = append(rules, converted)
+	}
+	return rules, nil
 }
 
 // newTaints returns the taints in after that are not in before.
