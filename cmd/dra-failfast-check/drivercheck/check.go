@@ -258,7 +258,7 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 			}
 		}
 	}
-	rules, err := listDeviceTaintRules(ctx, client)
+	rules, err := ListDeviceTaintRules(ctx, client, metav1.ListOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		// Not served by this API server: nothing can be tainted that way.
@@ -281,19 +281,19 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 	return taints, nil
 }
 
-// listDeviceTaintRules lists every DeviceTaintRule in resource.k8s.io/v1
-// (Kubernetes 1.37), else in v1beta2 (1.36, where the driver library writes
-// them), as v1 objects with the fields the check reads. NotFound: served in
-// neither.
-func listDeviceTaintRules(ctx context.Context, client kubernetes.Interface) ([]resourceapi.DeviceTaintRule, error) {
-	list, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+// ListDeviceTaintRules lists the DeviceTaintRules that opts selects in
+// resource.k8s.io/v1 (Kubernetes 1.37), else in v1beta2 (1.36, where the
+// driver library writes them), as v1 objects with their name, labels,
+// selector and taint. NotFound: served in neither.
+func ListDeviceTaintRules(ctx context.Context, client kubernetes.Interface, opts metav1.ListOptions) ([]resourceapi.DeviceTaintRule, error) {
+	list, err := client.ResourceV1().DeviceTaintRules().List(ctx, opts)
 	if !apierrors.IsNotFound(err) {
 		if err != nil {
 			return nil, err
 		}
 		return list.Items, nil
 	}
-	older, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	older, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func TestDeviceTaintRulesOfAnOlderAPIServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset(rule)
 			client.PrependReactor("list", "devicetaintrules", notServed(tc.notServed...))
-			rules, err := listDeviceTaintRules(t.Context(), client)
+			rules, err := ListDeviceTaintRules(t.Context(), client, metav1.ListOptions{})
 			if tc.wantErr {
 				if !apierrors.IsNotFound(err) {
 					t.Fatalf("err = %v, want NotFound", err)
