@@ -20,9 +20,9 @@ supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
   { printf 'ERROR: KUBE_VERSION=%s is not supported by this fork (supported: %s)\n' "${KUBE_VERSION}" "${SUPPORTED_KUBE_VERSIONS[*]}" >&2; exit 1; }
 unset supported
-# The scripts that work on every supported version so far; the others (local cluster, demo, kind,
-# e2e, bench, releases) build and run the default version only, and stop at once on another
-# rather than mix versions (docs/versions.md, "What runs on which version").
+# The scripts that work on every supported version so far; the others (kind, bench, releases, the
+# upstream e2e suite, make e2e outside test-versions) build and run the default version only, and
+# stop at once on another rather than mix versions (docs/versions.md, "What runs on which version").
 PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh
   build-cluster-binaries.sh build.sh demo.sh)
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]]; then
