@@ -63,8 +63,8 @@ run_stage() {
   return "${rc}"
 }
 
-# e2e VERSION: builds VERSION's fork and stock kubelets and the default version's local cluster,
-# then runs test/e2e_node with that kubelet.
+# e2e VERSION: builds VERSION's fork and stock kubelets and the control plane of the local cluster
+# (VERSION's, or the default's with TEST_VERSIONS_CONTROL_PLANE=default), then runs test/e2e_node.
 e2e() {
   local version=$1 kubelet
   [ "$(id -u)" -eq 0 ] || die "stage e2e runs a real kubelet and containerd: run as root"
