@@ -14,7 +14,7 @@ DEFAULT_KUBE_VERSION=v1.37.2
 # The Kubernetes releases whose tree the fork's patch series is known to apply to and build in: the
 # newest patch of each minor the fork supports. The series is written against the default; on the
 # others it is ported (hack/tree.sh, ensure_patched; docs/versions.md).
-SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.36.3)
+SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.36.3 v1.35.4)
 KUBE_VERSION=${KUBE_VERSION:-${DEFAULT_KUBE_VERSION}}
 supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
@@ -53,7 +53,7 @@ OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
 VERSION_BIN_DIR="${OUTPUT_DIR}/bin"
 # control_plane_env VERSION: prints, as NAME=VALUE lines, what the local cluster's control plane of
 # VERSION needs beyond its defaults (internal/localcluster reads them): the binaries of another
-# version than the default, and before 1.37 the gate and API version that serve DeviceTaintRules
+# version than the default, and before 1.37 the gates and API version that serve DeviceTaintRules
 # (the driver library's device faults; docs/driver-authors.md).
 control_plane_env() {
   local version=$1
@@ -61,6 +61,8 @@ control_plane_env() {
   case "${version}" in
     v1.36.*) printf '%s\n' LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaintRules=true \
       LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1beta2=true ;;
+    v1.35.*) printf '%s\n' LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaints=true,DRADeviceTaintRules=true \
+      LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1alpha3=true ;;
   esac
 }
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then

@@ -38,6 +38,7 @@ json="${results}/test.json"
 plain="${results}/test.log"
 summary="${results}/summary.txt"
 builderr="${results}/build-errors.log"
+leaves="${results}/failed-tests.txt"
 log "go test ${test_flags[*]} ${packages[*]} (in ${PATCHED_TREE#"${REPO_ROOT}/"}, $(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
 start=$(date +%s)
 rc=0
@@ -51,7 +52,7 @@ wall=$(($(date +%s) - start))
 
 # Summarise the go test -json stream: per package, the result, the top-level tests that passed,
 # failed or were skipped, and the time the test binary ran. Also writes the plain output.
-awk -v plain="${plain}" -v summary="${summary}" -v builderr="${builderr}" '
+awk -v plain="${plain}" -v summary="${summary}" -v builderr="${builderr}" -v leaves="${leaves}" '
   function str(name,   re, v) {
     re = "\"" name "\":\"([^\"\\\\]|\\\\.)*\""
     if (!match($0, re)) return ""
@@ -77,6 +78,8 @@ awk -v plain="${plain}" -v summary="${summary}" -v builderr="${builderr}" '
     if (pkg != "" && !(pkg in seen)) { seen[pkg] = 1; order[n++] = pkg }
     if (out ~ /\(cached\)/ && test == "") cached[pkg] = 1
     if (action == "build-fail" || str("FailedBuild") != "") buildfail[pkg] = 1
+    if (test != "" && action == "fail") failedtest[pkg " " test] = 1
+    if (test != "" && out ~ /TempDir RemoveAll cleanup: .*directory not empty/) cleanuprace[pkg " " test] = 1
     if (test != "" && index(test, "/") == 0) {
       if (action == "pass") pass[pkg]++
       else if (action == "fail") { fail[pkg]++; failed[pkg] = failed[pkg] " " test }
@@ -105,8 +108,52 @@ awk -v plain="${plain}" -v summary="${summary}" -v builderr="${builderr}" '
     print line; print line > summary
     line = sprintf("tests: %d passed, %d failed, %d skipped", tp, tf, ts)
     print line; print line > summary
+    # Failed leaf tests (no failed subtest of their own): "package test yes" when the test failed in
+    # its t.TempDir cleanup race, "package test no" otherwise.
+    printf "" > leaves
+    for (t in failedtest) {
+      leaf = 1
+      for (u in failedtest) if (index(u, t "/") == 1) leaf = 0
+      if (leaf) print t, ((t in cleanuprace) ? "yes" : "no") > leaves
+    }
     exit(bad > 0)
   }' "${json}" || rc=1
+
+# Upstream's own tests have a known race under load: a test's goroutine still writes a state file
+# into its t.TempDir while the testing package removes it ("TempDir RemoveAll cleanup: ...
+# directory not empty"; seen once in pkg/kubelet/cm/dra's TestPrepareResources on a cold 2-core
+# run). When every failed test failed only that way, those tests run once more, alone, and must
+# pass then; any other failure stands. The retry is logged and recorded in summary.txt.
+if [ "${rc}" -ne 0 ] && [ ! -s "${builderr}" ]; then
+  retry_json="${results}/retry.json"
+  failed_leaves=$(sort "${leaves}")
+  only_cleanup_race=false
+  if [ -n "${failed_leaves}" ] && ! grep -q ' no$' <<< "${failed_leaves}"; then only_cleanup_race=true; fi
+  failed_leaves=$(cut -d' ' -f1,2 <<< "${failed_leaves}")
+  if ${only_cleanup_race}; then
+    log "retrying once, alone, the test(s) that failed only in upstream's t.TempDir cleanup race:"
+    mapfile -t retried_tests <<< "${failed_leaves}"
+    printf '    %s\n' "${retried_tests[@]}" >&2
+    retry_rc=0
+    : > "${retry_json}"
+    while read -r pkg tops; do
+      (cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_GO_TAGS}" \
+        "${test_flags[@]}" -count=1 -run "^(${tops})\$" "${pkg}") >> "${retry_json}" 2>> "${results}/stderr.log" || retry_rc=$?
+    done < <(awk '{ sub(/\/.*/, "", $2); if (!seen[$1 " " $2]++) tops[$1] = tops[$1] (tops[$1] == "" ? "" : "|") $2 }
+      END { for (p in tops) print p, tops[p] }' <<< "${failed_leaves}")
+    if [ "${retry_rc}" -eq 0 ]; then
+      rc=0
+      # The retried top-level tests count as passed in the totals.
+      retried=$(awk '{ sub(/\/.*/, "", $2); print $1, $2 }' <<< "${failed_leaves}" | sort -u | wc -l)
+      awk -v n="${retried}" '/^tests: / { sub(/^tests: [0-9]+ passed, [0-9]+ failed/, "tests: " ($2 + n) " passed, " ($4 - n) " failed") } { print }' \
+        "${summary}" > "${summary}.new" && mv "${summary}.new" "${summary}"
+      echo "retried alone after upstream's t.TempDir cleanup race, passed: $(awk '{ print $1 "." $2 }' <<< "${failed_leaves}" | paste -sd' ')" |
+        tee -a "${summary}" >&2
+    else
+      echo "retried alone after upstream's t.TempDir cleanup race, failed again (${retry_json#"${REPO_ROOT}/"})" | tee -a "${summary}" >&2
+    fi
+  fi
+fi
 
 if [ -s "${results}/stderr.log" ]; then
   cat "${results}/stderr.log" >&2

@@ -124,6 +124,18 @@ port_of() {
   if ${ported} && [ -f "${port}" ]; then echo "${port}"; else echo "${patch}"; fi
 }
 
+# check_port_current PATCH: fails unless PATCH's hand port was made from PATCH as it is now: the
+# port's message ends with "Ported-from: sha256:<hash of PATCH's file>" (docs/versions.md). A
+# patch changed since it was ported must be ported again, or the minor would build old code.
+check_port_current() {
+  local patch=$1 port want have
+  port=$(port_of "${patch}")
+  want=$(sha256sum "${patch}" | cut -d' ' -f1)
+  have=$(sed -n 's/^Ported-from: sha256:\([0-9a-f]*\)$/\1/p' "${port}" | tail -1)
+  [ "${have}" = "${want}" ] ||
+    die "${port#"${REPO_ROOT}/"} was ported from another version of $(basename "${patch}") (Ported-from: sha256:${have:-none}; the patch is sha256:${want} now): port the patch again (docs/versions.md)"
+}
+
 # series_hash: a hash of everything the patched tree is made from.
 series_hash() {
   local p
@@ -263,6 +275,7 @@ apply_series() {
   ensure_default_pristine
   err=$(mktemp)
   for patch in "$@"; do
+    [ "$(port_of "${patch}")" = "${patch}" ] || check_port_current "${patch}"
     patch=$(port_of "${patch}")
     name=$(basename "${patch}")
     check_patch "${patch}"

@@ -7,6 +7,7 @@
 package versions
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -132,7 +133,8 @@ func TestRefusals(t *testing.T) {
 
 // TestPortsFollowTheSeries: every hand-ported patch replaces a patch of the
 // series under the same name, for the minor of a supported version other
-// than the default.
+// than the default, and was made from that patch as it is now (its
+// Ported-from trailer, which hack/tree.sh checks too).
 func TestPortsFollowTheSeries(t *testing.T) {
 	def, all := supportedVersions(t)
 	minors := map[string]bool{}
@@ -151,15 +153,26 @@ func TestPortsFollowTheSeries(t *testing.T) {
 		if !minors[filepath.Base(filepath.Dir(port))] {
 			t.Errorf("%s: not the minor of a supported version other than the default (%v)", rel, all)
 		}
-		if _, err := os.Stat(filepath.Join(root, "staging-patches", filepath.Base(port))); err != nil {
+		patch, err := os.ReadFile(filepath.Join(root, "staging-patches", filepath.Base(port)))
+		if err != nil {
 			t.Errorf("%s replaces no patch of the series: %v", rel, err)
+			continue
+		}
+		ported, err := os.ReadFile(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("\nPorted-from: sha256:%x\n", sha256.Sum256(patch))
+		if !strings.Contains(string(ported), want) {
+			t.Errorf("%s: no %q: it was made from another version of the patch; port it again (docs/versions.md)", rel, strings.TrimSpace(want))
 		}
 	}
 }
 
 // TestControlPlaneEnv: a local cluster of another version takes that
-// version's binaries, and a 1.36 control plane serves DeviceTaintRules (the
-// driver library stops without them); the default version needs nothing.
+// version's binaries, and a 1.36 or 1.35 control plane serves
+// DeviceTaintRules (the driver library stops without them); the default
+// version needs nothing.
 func TestControlPlaneEnv(t *testing.T) {
 	def, all := supportedVersions(t)
 	for _, version := range all {
@@ -173,9 +186,13 @@ func TestControlPlaneEnv(t *testing.T) {
 				output := regexp.MustCompile(`(?m)^OUTPUT_DIR=(.*)$`).FindStringSubmatch(out)[1]
 				want[0] = "LOCAL_CLUSTER_BIN_DIR=" + output + "/bin/" + version + "\n"
 			}
-			if strings.HasPrefix(version, "v1.36.") {
+			switch {
+			case strings.HasPrefix(version, "v1.36."):
 				want[1] = "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaintRules=true\n"
 				want[2] = "LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1beta2=true\n"
+			case strings.HasPrefix(version, "v1.35."):
+				want[1] = "LOCAL_CLUSTER_CONTROL_PLANE_FEATURE_GATES=DRADeviceTaints=true,DRADeviceTaintRules=true\n"
+				want[2] = "LOCAL_CLUSTER_RUNTIME_CONFIG=resource.k8s.io/v1alpha3=true\n"
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {

@@ -282,9 +282,10 @@ func deviceTaints(ctx context.Context, client kubernetes.Interface, driver strin
 }
 
 // ListDeviceTaintRules lists the DeviceTaintRules that opts selects in
-// resource.k8s.io/v1 (Kubernetes 1.37), else in v1beta2 (1.36, where the
-// driver library writes them), as v1 objects with their name, labels,
-// selector and taint. NotFound: served in neither.
+// resource.k8s.io/v1 (Kubernetes 1.37), else in v1beta2 (1.36), else in
+// v1alpha3 (1.35): the first version the API server serves, where the driver
+// library writes them. They are returned as v1 objects with their name,
+// labels, selector and taint. NotFound: served in none.
 func ListDeviceTaintRules(ctx context.Context, client kubernetes.Interface, opts metav1.ListOptions) ([]resourceapi.DeviceTaintRule, error) {
 	list, err := client.ResourceV1().DeviceTaintRules().List(ctx, opts)
 	if !apierrors.IsNotFound(err) {
@@ -293,21 +294,45 @@ func ListDeviceTaintRules(ctx context.Context, client kubernetes.Interface, opts
 		}
 		return list.Items, nil
 	}
-	older, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, opts)
+	v1beta2, err := client.ResourceV1beta2().DeviceTaintRules().List(ctx, opts)
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return nil, err
+		}
+		rules := make([]resourceapi.DeviceTaintRule, 0, len(v1beta2.Items))
+		for _, rule := range v1beta2.Items {
+			var selector *resourceapi.DeviceTaintSelector
+			if s := rule.Spec.DeviceSelector; s != nil {
+				selector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
+			}
+			t := rule.Spec.Taint
+			rules = append(rules, v1Rule(rule.ObjectMeta, selector, t.Key, t.Value, string(t.Effect), t.TimeAdded))
+		}
+		return rules, nil
+	}
+	v1alpha3, err := client.ResourceV1alpha3().DeviceTaintRules().List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	rules := make([]resourceapi.DeviceTaintRule, 0, len(older.Items))
-	for _, rule := range older.Items {
-		converted := resourceapi.DeviceTaintRule{ObjectMeta: rule.ObjectMeta}
+	rules := make([]resourceapi.DeviceTaintRule, 0, len(v1alpha3.Items))
+	for _, rule := range v1alpha3.Items {
+		var selector *resourceapi.DeviceTaintSelector
 		if s := rule.Spec.DeviceSelector; s != nil {
-			converted.Spec.DeviceSelector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
+			selector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
 		}
 		t := rule.Spec.Taint
-		converted.Spec.Taint = resourceapi.DeviceTaint{Key: t.Key, Value: t.Value, Effect: resourceapi.DeviceTaintEffect(t.Effect), TimeAdded: t.TimeAdded}
-		rules = append(rules, converted)
+		rules = append(rules, v1Rule(rule.ObjectMeta, selector, t.Key, t.Value, string(t.Effect), t.TimeAdded))
 	}
 	return rules, nil
+}
+
+// v1Rule is a DeviceTaintRule of an older API version as a v1 object: the
+// fields the check and the tests read.
+func v1Rule(meta metav1.ObjectMeta, selector *resourceapi.DeviceTaintSelector, key, value, effect string, added *metav1.Time) resourceapi.DeviceTaintRule {
+	rule := resourceapi.DeviceTaintRule{ObjectMeta: meta}
+	rule.Spec.DeviceSelector = selector
+	rule.Spec.Taint = resourceapi.DeviceTaint{Key: key, Value: value, Effect: resourceapi.DeviceTaintEffect(effect), TimeAdded: added}
+	return rule
 }
 
 // newTaints returns the taints in after that are not in before.
