@@ -11,9 +11,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
@@ -178,11 +180,28 @@ type deviceFaults interface {
 	ClearDeviceFault(ctx context.Context, devices ...failfastplugin.DeviceID) error
 }
 
+// watchRepairs runs clearRepaired at once and then every interval until ctx
+// ends (interval 0: only at once): a GPU repaired while the driver was down
+// is untainted at start, one repaired while it runs at the next check,
+// without a restart. A failed check or clear is logged, and tried again at
+// the next check. A real driver would rather act on its health monitor's
+// events; the health check here is a file, so it is polled.
+func (d *driver) watchRepairs(ctx context.Context, faults deviceFaults, interval time.Duration) {
+	check := func(ctx context.Context) {
+		if err := d.clearRepaired(ctx, faults); err != nil {
+			klog.FromContext(ctx).Error(err, "Clearing the faults of repaired GPUs failed; they stay tainted until the next check", "interval", interval)
+		}
+	}
+	if interval <= 0 {
+		check(ctx)
+		return
+	}
+	wait.UntilWithContext(ctx, check, interval)
+}
+
 // clearRepaired clears the faults of the node's GPUs that the health check
-// finds healthy now: their DeviceTaintRules outlive the driver process, so
-// a GPU repaired while the driver was down would stay tainted otherwise.
-// Call it at start; a real driver also calls it when its health monitor
-// sees a GPU recover.
+// finds healthy now: their DeviceTaintRules outlive the driver process and
+// the fault, so a repaired GPU would stay tainted otherwise.
 func (d *driver) clearRepaired(ctx context.Context, faults deviceFaults) error {
 	broken, err := d.broken()
 	if err != nil {

@@ -7,18 +7,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -178,16 +183,95 @@ func TestPrepareBrokenGPU(t *testing.T) {
 	}
 }
 
-// fakeFaults records ClearDeviceFault.
+// fakeFaults records ClearDeviceFault; a cleared device is no longer
+// tainted.
 type fakeFaults struct {
+	mu      sync.Mutex
 	tainted []failfastplugin.DeviceID
 	cleared []failfastplugin.DeviceID
 }
 
-func (f *fakeFaults) TaintedDevices() []failfastplugin.DeviceID { return f.tainted }
+func (f *fakeFaults) TaintedDevices() []failfastplugin.DeviceID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tainted)
+}
+
 func (f *fakeFaults) ClearDeviceFault(_ context.Context, devices ...failfastplugin.DeviceID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.cleared = append(f.cleared, devices...)
+	f.tainted = slices.DeleteFunc(f.tainted, func(d failfastplugin.DeviceID) bool { return slices.Contains(devices, d) })
 	return nil
+}
+
+func (f *fakeFaults) clearedDevices() []failfastplugin.DeviceID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.cleared)
+}
+
+// TestWatchRepairs: a GPU that recovers while the driver runs is untainted
+// at a later health check, without a restart; one still broken keeps its
+// taint, and a health check that cannot be read clears nothing and is tried
+// again.
+func TestWatchRepairs(t *testing.T) {
+	var mu sync.Mutex
+	broken := map[string]bool{"gpu-0": true, "gpu-1": true}
+	healthDown := true
+	calls := 0
+	d := &driver{pool: testNode, broken: func() (map[string]bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if healthDown {
+			return nil, errors.New("health endpoint down")
+		}
+		return maps.Clone(broken), nil
+	}}
+	// change runs f under the health check's lock, then waits for two more
+	// checks: the second began after the change.
+	change := func(f func()) {
+		t.Helper()
+		mu.Lock()
+		f()
+		want := calls + 2
+		mu.Unlock()
+		if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return calls >= want, nil
+		}); err != nil {
+			t.Fatalf("the health check did not run again: %v", err)
+		}
+	}
+	faults := &fakeFaults{tainted: []failfastplugin.DeviceID{{Pool: testNode, Device: "gpu-0"}, {Pool: testNode, Device: "gpu-1"}}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.watchRepairs(ctx, faults, 5*time.Millisecond)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	change(func() {}) // the health check cannot be read
+	if cleared := faults.clearedDevices(); len(cleared) != 0 {
+		t.Fatalf("health check down: cleared %v", cleared)
+	}
+	change(func() { healthDown = false }) // both still broken
+	if cleared := faults.clearedDevices(); len(cleared) != 0 {
+		t.Fatalf("both GPUs broken: cleared %v", cleared)
+	}
+	change(func() { delete(broken, "gpu-1") }) // gpu-1 repaired
+	if cleared, want := faults.clearedDevices(), []failfastplugin.DeviceID{{Pool: testNode, Device: "gpu-1"}}; !reflect.DeepEqual(cleared, want) {
+		t.Errorf("gpu-1 repaired: cleared %v, want %v", cleared, want)
+	}
+	if tainted, want := faults.TaintedDevices(), []failfastplugin.DeviceID{{Pool: testNode, Device: "gpu-0"}}; !reflect.DeepEqual(tainted, want) {
+		t.Errorf("tainted %v, want %v", tainted, want)
+	}
 }
 
 // TestClearRepaired: at start, the faults of this node's GPUs that are

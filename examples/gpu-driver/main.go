@@ -11,7 +11,8 @@
 //   - reports a broken GPU with failfastplugin.DeviceFault: the GPU gets a
 //     NoSchedule taint (a DeviceTaintRule) before the pod fails, so that its
 //     replacement gets another GPU; the taint outlives the driver process,
-//     and the driver clears it at start once the GPU is healthy again;
+//     and the driver clears it once the GPU is healthy again (at start and
+//     at every health check, -health-interval);
 //   - serves /metrics and /healthz.
 //
 // Run one kubelet plugin per node (a DaemonSet) and the webhook once (a
@@ -61,6 +62,7 @@ type options struct {
 	registryDir       string
 	pluginDir         string
 	brokenDevicesFile string
+	healthInterval    time.Duration
 	httpAddress       string
 	podUID            string
 
@@ -86,6 +88,7 @@ func main() {
 	flag.StringVar(&opts.registryDir, "plugin-registry-dir", kubeletplugin.KubeletRegistryDir, "the kubelet's plugin registry")
 	flag.StringVar(&opts.pluginDir, "plugin-dir", kubeletplugin.KubeletPluginsDir+"/"+driverName, "where the plugin's socket goes")
 	flag.StringVar(&opts.brokenDevicesFile, "broken-devices-file", "", "file naming the broken GPUs, one per line, read at every prepare (simulates a health check)")
+	flag.DurationVar(&opts.healthInterval, "health-interval", 30*time.Second, "how often the health check runs to untaint GPUs that are healthy again (0: only at start)")
 	flag.StringVar(&opts.httpAddress, "http-address", ":8080", "kubelet-plugin mode: where /metrics and /healthz are served")
 	flag.StringVar(&opts.podUID, "pod-uid", os.Getenv("POD_UID"), "kubelet-plugin mode: this pod's UID (default: $POD_UID); when set, a new instance of the DaemonSet starts beside the old one during a roll (kubeletplugin.RollingUpdate, Kubernetes 1.33 or later)")
 	flag.StringVar(&opts.webhookAddress, "webhook-address", admission.DefaultAddress, "webhook mode: where the webhook listens (HTTPS; also /healthz, /readyz, /metrics)")
@@ -185,9 +188,10 @@ func runPlugin(ctx context.Context, opts options) error {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	defer helper.Stop()
-	// A GPU tainted by an earlier instance stays tainted until its fault is
-	// cleared: clear those that are healthy now, once the library read the
-	// earlier faults (in the background: the plugin serves meanwhile).
+	// A GPU stays tainted until its fault is cleared: clear those that are
+	// healthy again, once the library read the earlier instances' faults,
+	// then at every health check (in the background: the plugin serves
+	// meanwhile).
 	go func() {
 		select {
 		case <-helper.Loaded():
@@ -197,9 +201,7 @@ func runPlugin(ctx context.Context, opts options) error {
 		if err := helper.LoadErr(); err != nil {
 			return // logged by the library
 		}
-		if err := plugin.clearRepaired(ctx, helper); err != nil {
-			klog.FromContext(ctx).Error(err, "Clearing the faults of repaired GPUs failed; they stay tainted until the next start")
-		}
+		plugin.watchRepairs(ctx, helper, opts.healthInterval)
 	}()
 	if err := helper.PublishResources(ctx, nodeGPUs(opts.nodeName, opts.gpus, memory)); err != nil {
 		return fmt.Errorf("publish ResourceSlices: %w", err)

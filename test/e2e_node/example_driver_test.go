@@ -57,6 +57,7 @@ func startExampleDriver(t *testing.T, gpus int, brokenFile string) {
 		"-plugin-registry-dir="+filepath.Join(cluster.KubeletRootDir(), "plugins_registry"),
 		"-plugin-dir="+filepath.Join(cluster.KubeletRootDir(), "plugins", exampleDriverName),
 		"-broken-devices-file="+brokenFile,
+		"-health-interval=1s",
 		"-http-address=127.0.0.1:0",
 		"-v=4",
 	)
@@ -152,7 +153,8 @@ func podLogs(t *testing.T, ns, name string, want ...string) string {
 //     and runs, with the CDI environment of its GPU and config;
 //   - a pod whose claim has invalid config fails permanently with the
 //     validator's words first (admission.ValidateClaim at prepare);
-//   - deleting the pods leaves no CDI spec and no allocated claim.
+//   - deleting the pods leaves no CDI spec and no allocated claim;
+//   - gpu-0 repaired, the running driver's health check untaints it.
 func TestExampleDriver(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -223,5 +225,20 @@ func TestExampleDriver(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("left after deleting the pods: %v", left)
+	}
+
+	// gpu-0 is repaired while the driver runs: its next health check
+	// untaints it, no restart.
+	if err := os.WriteFile(brokenFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		taints = exampleDevices(ctx)["gpu-0"]
+		return !slices.ContainsFunc(taints, func(taint resourceapi.DeviceTaint) bool {
+			return taint.Key == failfastplugin.DefaultDeviceFaultTaintKey
+		}), nil
+	})
+	if err != nil {
+		t.Errorf("gpu-0 repaired: still tainted %+v, want its fault cleared by the driver's health check", taints)
 	}
 }
