@@ -10,6 +10,7 @@ package drivercheck
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -299,40 +300,29 @@ func ListDeviceTaintRules(ctx context.Context, client kubernetes.Interface, opts
 		if err != nil {
 			return nil, err
 		}
-		rules := make([]resourceapi.DeviceTaintRule, 0, len(v1beta2.Items))
-		for _, rule := range v1beta2.Items {
-			var selector *resourceapi.DeviceTaintSelector
-			if s := rule.Spec.DeviceSelector; s != nil {
-				selector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
-			}
-			t := rule.Spec.Taint
-			rules = append(rules, v1Rule(rule.ObjectMeta, selector, t.Key, t.Value, string(t.Effect), t.TimeAdded))
-		}
-		return rules, nil
+		return asV1Rules(v1beta2.Items)
 	}
 	v1alpha3, err := client.ResourceV1alpha3().DeviceTaintRules().List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	rules := make([]resourceapi.DeviceTaintRule, 0, len(v1alpha3.Items))
-	for _, rule := range v1alpha3.Items {
-		var selector *resourceapi.DeviceTaintSelector
-		if s := rule.Spec.DeviceSelector; s != nil {
-			selector = &resourceapi.DeviceTaintSelector{Driver: s.Driver, Pool: s.Pool, Device: s.Device}
-		}
-		t := rule.Spec.Taint
-		rules = append(rules, v1Rule(rule.ObjectMeta, selector, t.Key, t.Value, string(t.Effect), t.TimeAdded))
-	}
-	return rules, nil
+	return asV1Rules(v1alpha3.Items)
 }
 
-// v1Rule is a DeviceTaintRule of an older API version as a v1 object: the
-// fields the check and the tests read.
-func v1Rule(meta metav1.ObjectMeta, selector *resourceapi.DeviceTaintSelector, key, value, effect string, added *metav1.Time) resourceapi.DeviceTaintRule {
-	rule := resourceapi.DeviceTaintRule{ObjectMeta: meta}
-	rule.Spec.DeviceSelector = selector
-	rule.Spec.Taint = resourceapi.DeviceTaint{Key: key, Value: value, Effect: resourceapi.DeviceTaintEffect(effect), TimeAdded: added}
-	return rule
+// asV1Rules converts DeviceTaintRules of an older API version to v1 through
+// their JSON form: the fields the check and the tests read (name, labels,
+// selector by driver, pool and device, taint) are spelled the same in every
+// version; what v1 lacks is dropped.
+func asV1Rules(items any) ([]resourceapi.DeviceTaintRule, error) {
+	data, err := json.Marshal(items)
+	if err != nil {
+		return nil, err
+	}
+	var rules []resourceapi.DeviceTaintRule
+	if err := json.Unmarshal(data, &rules); err != nil {
+		return nil, fmt.Errorf("DeviceTaintRules as resource.k8s.io/v1: %w", err)
+	}
+	return rules, nil
 }
 
 // newTaints returns the taints in after that are not in before.
