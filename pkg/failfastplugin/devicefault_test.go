@@ -878,6 +878,12 @@ func TestNewDeviceFaults(t *testing.T) {
 		"prefixed key is fine":      {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.TaintKey = "gpu.example.com/ecc-error" })},
 		"driver name no label":      {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.DriverName = strings.Repeat("d", 64) }), wantErr: "driver name"},
 		"several problems together": {cfg: failfastplugin.DeviceFaultConfig{TaintKey: "-", NodeName: "n", DriverName: "d"}, wantErr: `taint key "-": `},
+		"node name no object name":  {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.NodeName = "Node_1" }), wantErr: `node name "Node_1": `},
+		"longest node name":         {cfg: with(func(c *failfastplugin.DeviceFaultConfig) { c.NodeName = strings.Repeat("n", 229) })},
+		"node name too long for rule names": {
+			cfg:     with(func(c *failfastplugin.DeviceFaultConfig) { c.NodeName = strings.Repeat("n", 230) }),
+			wantErr: "is 230 bytes long: the names of its DeviceTaintRules end with it, and allow at most 229",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			faults, err := failfastplugin.NewDeviceFaults(tc.cfg)
@@ -942,5 +948,99 @@ func TestFaultBeforeLoad(t *testing.T) {
 				t.Errorf("owners %+v, want none: the Node could not be read", owners)
 			}
 		})
+	}
+}
+
+// TestDeviceTaintRuleName: a rule's name is one DNS label, a dot and the
+// writer's node, all of it an object name, the same for the same device
+// and different for another driver, pool, device or node. The label is the
+// name of earlier versions of the library.
+func TestDeviceTaintRuleName(t *testing.T) {
+	longNode := strings.Repeat("n", 170) + ".example.com" // 182 bytes: a whole label does not fit
+	for name, tc := range map[string]struct {
+		node      string
+		device    failfastplugin.DeviceID
+		wantLabel string // the part before the first dot, the hash left out
+	}{
+		"device name first":            {node: "node-1", device: dev("pool-a", "gpu-0"), wantLabel: "gpu-0-"},
+		"node with dots":               {node: "worker-1.example.com", device: dev("pool-a", "gpu-0"), wantLabel: "gpu-0-"},
+		"device no DNS label":          {node: "node-1", device: dev("pool-a", "GPU_0"), wantLabel: "device-"},
+		"empty device":                 {node: "node-1", device: dev("pool-a", ""), wantLabel: "device-"},
+		"longest device name":          {node: "node-1", device: dev("pool-a", strings.Repeat("d", 63)), wantLabel: strings.Repeat("d", 63) + "-"},
+		"long node leaves device out":  {node: longNode, device: dev("pool-a", strings.Repeat("d", 63)), wantLabel: "device-"},
+		"longest node, shortest label": {node: strings.Repeat("n", 229), device: dev("pool-a", "gpu-000"), wantLabel: "device-"},
+		"a short device still fits":    {node: strings.Repeat("n", 229), device: dev("pool-a", "gpu-0"), wantLabel: "gpu-0-"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := failfastplugin.DeviceTaintRuleName("gpu.example.com", tc.node, tc.device)
+			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+				t.Errorf("%q is no object name: %v", got, errs)
+			}
+			label, node, _ := strings.Cut(got, ".")
+			if node != tc.node {
+				t.Errorf("%q: after the first dot %q, want the node %q", got, node, tc.node)
+			}
+			if !strings.HasPrefix(label, tc.wantLabel) || !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(strings.TrimPrefix(label, tc.wantLabel)) {
+				t.Errorf("%q: label %q, want %q and 16 hex digits", got, label, tc.wantLabel)
+			}
+			if again := failfastplugin.DeviceTaintRuleName("gpu.example.com", tc.node, tc.device); again != got {
+				t.Errorf("not stable: %q, then %q", got, again)
+			}
+			for what, other := range map[string]string{
+				"driver": failfastplugin.DeviceTaintRuleName("other.example.com", tc.node, tc.device),
+				"pool":   failfastplugin.DeviceTaintRuleName("gpu.example.com", tc.node, dev("pool-b", tc.device.Device)),
+				"device": failfastplugin.DeviceTaintRuleName("gpu.example.com", tc.node, dev(tc.device.Pool, tc.device.Device+"x")),
+				"node":   failfastplugin.DeviceTaintRuleName("gpu.example.com", "x"+tc.node, tc.device),
+			} {
+				if other == got {
+					t.Errorf("another %s, the same name %q", what, got)
+				}
+			}
+		})
+	}
+}
+
+// TestRulesOfAnEarlierVersion: rules named as the library named them before
+// the node was in the name (no ".<node>") still count after an upgrade: Load
+// lists their devices as tainted (only this node's), a new fault adds a rule
+// under the new name, and ClearDeviceFault deletes both.
+func TestRulesOfAnEarlierVersion(t *testing.T) {
+	ctx := t.Context()
+	const driverName = "upgrade.dra-failfast.test"
+	client := newFaultAPI(t)
+	legacyRule := func(node string, device failfastplugin.DeviceID) *rulesapi.DeviceTaintRule {
+		name, _, _ := strings.Cut(failfastplugin.DeviceTaintRuleName(driverName, node, device), ".")
+		return &rulesapi.DeviceTaintRule{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName},
+				Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node}},
+			Spec: rulesapi.DeviceTaintRuleSpec{DeviceSelector: &rulesapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo(device.Pool), Device: ptrTo(device.Device)},
+				Taint: rulesapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Effect: rulesapi.DeviceTaintEffectNoSchedule}},
+		}
+	}
+	old, again, otherNodes := dev("pool-a", "dev-0"), dev("pool-a", "dev-1"), dev("node-2-pool", "dev-0")
+	for _, rule := range []*rulesapi.DeviceTaintRule{legacyRule(faultNode, old), legacyRule(faultNode, again), legacyRule("node-2", otherNodes)} {
+		if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	faults := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+	if got, want := faults.TaintedDevices(), []failfastplugin.DeviceID{old, again}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after the upgrade: TaintedDevices = %v, want %v (this node's old rules)", got, want)
+	}
+	result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {again}}}).PrepareResourceClaims(ctx, claimsNamed("broken"))
+	if err != nil || !failfastplugin.IsPermanent(result["uid-broken"].Err) || strings.Contains(result["uid-broken"].Err.Error(), "not tainted") {
+		t.Fatalf("a fault of a device with an old rule: %v, %v", err, result["uid-broken"].Err)
+	}
+	if got := len(rulesInAPI(t, client)[again]); got != 2 {
+		t.Errorf("%s has %d rules, want 2: the old one and one under the new name", again, got)
+	}
+	if err := faults.ClearDeviceFault(ctx, old, again); err != nil {
+		t.Fatal(err)
+	}
+	if got := faults.TaintedDevices(); len(got) != 0 {
+		t.Errorf("after ClearDeviceFault: TaintedDevices = %v", got)
+	}
+	if rules := rulesInAPI(t, client); len(rules[old]) != 0 || len(rules[again]) != 0 || len(rules[otherNodes]) != 1 {
+		t.Errorf("rules after ClearDeviceFault: %+v, want only node-2's old one", rules)
 	}
 }

@@ -54,9 +54,12 @@
 // runtime-config; the library needs k8s.io/* v0.36 or later, not v0.37): a
 // NoSchedule taint
 // (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when) on exactly
-// that driver, pool and device. It waits only until the API server stored the
-// rules (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
-// error. A rule that exists already counts as tainted if it selects that
+// that driver, pool and device, named by DeviceTaintRuleName (the writer's
+// node ends the name). It waits only until the API server stored the rules
+// (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
+// error; the wait happens in GRPCInterceptor, after kubeletplugin has left
+// the section in which it serializes the node's prepare and unprepare calls,
+// so that other pods' calls do not wait for it. A rule that exists already counts as tainted if it selects that
 // driver, pool and device, and is left as it is. A
 // claim whose devices could not be tainted (creating a rule failed or took too
 // long) still fails permanently: the error the kubelet sees ends with why the

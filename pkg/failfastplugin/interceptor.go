@@ -18,6 +18,11 @@ import (
 // GRPCInterceptor returns the kubeletplugin option that sets error_type =
 // Permanent on exactly those claim results of a v1 NodePrepareResources
 // response that the plugin returned by Wrap failed with a Permanent error.
+// It also taints the devices of DeviceFaults (DeviceFaults.Wrap): after
+// kubeletplugin has left the section in which it serializes prepare and
+// unprepare calls (Serialize, on by default), so that other pods' calls on
+// the node need not wait for the API server, and before the answer leaves
+// the driver.
 func GRPCInterceptor() kubeletplugin.Option {
 	return kubeletplugin.GRPCInterceptor(UnaryServerInterceptor)
 }
@@ -31,6 +36,11 @@ func UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServer
 	rec := &recorder{}
 	resp, err := handler(withRecorder(ctx, rec), req)
 	if prepared, ok := resp.(*drapbv1.NodePrepareResourcesResponse); ok && err == nil {
+		for uid, text := range rec.taintDeferred(ctx) {
+			if claimResult := prepared.GetClaims()[string(uid)]; claimResult != nil {
+				claimResult.Error = text
+			}
+		}
 		for uid, claimResult := range prepared.GetClaims() {
 			// A permanent mark without an error message would be ignored by
 			// the kubelet anyway; never send it.

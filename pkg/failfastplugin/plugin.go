@@ -131,8 +131,15 @@ func (p *wrappedPlugin) PrepareResourceClaims(ctx context.Context, claims []*res
 		}
 		return result, err
 	}
-	p.taintDeviceFaults(ctx, result)
 	rec := recorderFrom(ctx)
+	if rec != nil {
+		// The interceptor taints after kubeletplugin has left its
+		// serialized section: waiting for the API server there would
+		// hold every other prepare and unprepare of the node.
+		rec.deferTaint(p, result)
+	} else {
+		p.taintDeviceFaults(ctx, result)
+	}
 	for uid, claimResult := range result {
 		if !IsPermanent(claimResult.Err) {
 			continue
@@ -172,7 +179,17 @@ func noTaintRequested(ctx context.Context) bool {
 // DeviceFault, all in one publication, and waits for them. The error of a
 // claim whose devices did not all get tainted says so.
 func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.UID]kubeletplugin.PrepareResult) {
-	logger := klog.FromContext(ctx)
+	claimDevices, texts := deviceFaultsOf(result)
+	for uid, cause := range p.taint(ctx, claimDevices, texts) {
+		claimResult := result[uid]
+		claimResult.Err = &notTaintedError{err: claimResult.Err, cause: cause}
+		result[uid] = claimResult
+	}
+}
+
+// deviceFaultsOf returns the devices of each claim of result that failed with
+// DeviceFault, and the text of the first fault of each device.
+func deviceFaultsOf(result map[types.UID]kubeletplugin.PrepareResult) (map[types.UID][]DeviceID, map[DeviceID]string) {
 	claimDevices := map[types.UID][]DeviceID{}
 	texts := map[DeviceID]string{}
 	for _, uid := range slices.Sorted(maps.Keys(result)) {
@@ -187,9 +204,17 @@ func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.
 			}
 		}
 	}
+	return claimDevices, texts
+}
+
+// taint taints the devices of texts, all in one publication, and waits for
+// them. It returns why, for each claim of claimDevices whose devices did not
+// all get tainted.
+func (p *wrappedPlugin) taint(ctx context.Context, claimDevices map[types.UID][]DeviceID, texts map[DeviceID]string) map[types.UID]error {
 	if len(claimDevices) == 0 {
-		return
+		return nil
 	}
+	logger := klog.FromContext(ctx)
 	var failures map[DeviceID]*taintFailure
 	if noTaintRequested(ctx) {
 		failures = map[DeviceID]*taintFailure{}
@@ -200,23 +225,66 @@ func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.
 	} else {
 		failures = p.faults.taint(ctx, texts)
 	}
+	causes := map[types.UID]error{}
 	for uid, devices := range claimDevices {
 		cause := notTainted(devices, failures)
 		if cause == nil {
 			continue
 		}
-		claimResult := result[uid]
 		logger.Error(cause, "Devices with a fault not tainted, failing the claim permanently anyway", "claimUID", uid, "devices", deviceNames(devices))
-		claimResult.Err = &notTaintedError{err: claimResult.Err, cause: cause}
-		result[uid] = claimResult
+		causes[uid] = cause
 	}
+	return causes
 }
 
 // recorder carries, through the context of one NodePrepareResources call, the
-// claims that the wrapped plugin failed permanently.
+// claims that the wrapped plugin failed permanently, and the device faults
+// for the interceptor to taint once kubeletplugin's serialized section is
+// over.
 type recorder struct {
 	mu        sync.Mutex
 	permanent map[types.UID]bool
+
+	// plugin taints claimDevices, the devices of the claims that failed
+	// with DeviceFault (texts: each device's first fault); errs are those
+	// claims' errors as the plugin returned them.
+	plugin       *wrappedPlugin
+	claimDevices map[types.UID][]DeviceID
+	texts        map[DeviceID]string
+	errs         map[types.UID]error
+}
+
+// deferTaint keeps the device faults of result for taintDeferred.
+func (r *recorder) deferTaint(plugin *wrappedPlugin, result map[types.UID]kubeletplugin.PrepareResult) {
+	claimDevices, texts := deviceFaultsOf(result)
+	if len(claimDevices) == 0 {
+		return
+	}
+	errs := make(map[types.UID]error, len(claimDevices))
+	for uid := range claimDevices {
+		errs[uid] = result[uid].Err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.plugin, r.claimDevices, r.texts, r.errs = plugin, claimDevices, texts, errs
+}
+
+// taintDeferred taints the device faults that deferTaint kept, and returns
+// the new error text of each claim whose devices did not all get tainted
+// (the plugin's error, and why): what kubeletplugin would have sent had the
+// plugin tainted them itself.
+func (r *recorder) taintDeferred(ctx context.Context) map[types.UID]string {
+	r.mu.Lock()
+	plugin, claimDevices, texts, errs := r.plugin, r.claimDevices, r.texts, r.errs
+	r.mu.Unlock()
+	if plugin == nil {
+		return nil
+	}
+	errorTexts := map[types.UID]string{}
+	for uid, cause := range plugin.taint(ctx, claimDevices, texts) {
+		errorTexts[uid] = (&notTaintedError{err: errs[uid], cause: cause}).Error()
+	}
+	return errorTexts
 }
 
 type recorderKey struct{}

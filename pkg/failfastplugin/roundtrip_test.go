@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,4 +371,113 @@ func TestStartIsDropIn(t *testing.T) {
 	if field, ok := reflect.TypeFor[failfastplugin.Helper]().FieldByName("Helper"); !ok || !field.Anonymous || field.Type != reflect.TypeFor[*kubeletplugin.Helper]() {
 		t.Errorf("failfastplugin.Helper does not embed *kubeletplugin.Helper")
 	}
+}
+
+// TestDeviceFaultDoesNotHoldTheNode: kubeletplugin serializes the prepare and
+// unprepare calls of a driver (Serialize, on by default). A fault's taint
+// waits for the API server (up to WaitTimeout), but outside that section:
+// while the fault's DeviceTaintRule create hangs, another pod's prepare and
+// unprepare on the node are answered; the fault's answer comes once the rule
+// is stored, Permanent. The latencies are logged.
+func TestDeviceFaultDoesNotHoldTheNode(t *testing.T) {
+	ctx := t.Context()
+	const node = "node"
+	client := failfastplugintest.ServeDeviceTaintRules(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}}), "v1")
+	var sent []*drapbv1.Claim
+	for _, name := range []string{"broken", "ok"} {
+		claim := allocatedClaim(name)
+		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
+	}
+	// The API server takes the rule only when the test says so (not a
+	// reactor: the fake runs those under a lock that every call takes).
+	createEntered, releaseCreate := make(chan struct{}), make(chan struct{})
+	var created atomic.Bool
+	var once sync.Once
+	client.OnRequest(func(method, _ string) {
+		if method != http.MethodPost {
+			return
+		}
+		once.Do(func() { close(createEntered) })
+		<-releaseCreate
+		created.Store(true)
+	})
+
+	dir := t.TempDir()
+	for _, sub := range []string{"registry", "plugin"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := failfastplugin.DeviceID{Pool: "pool", Device: "dev-1"}
+	helper, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}},
+		failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client, WaitTimeout: time.Minute},
+		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
+		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+	)
+	if err != nil {
+		t.Fatalf("start driver: %v", err)
+	}
+	t.Cleanup(helper.Stop)
+	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	kubelet := drapbv1.NewDRAPluginClient(conn)
+
+	type answer struct {
+		resp *drapbv1.NodePrepareResourcesResponse
+		err  error
+		took time.Duration
+	}
+	faultAnswer := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		resp, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: sent[:1]})
+		faultAnswer <- answer{resp, err, time.Since(start)}
+	}()
+	select {
+	case <-createEntered:
+	case <-time.After(time.Minute):
+		close(releaseCreate)
+		t.Fatal("the fault's DeviceTaintRule was never created")
+	}
+
+	// The fault's create hangs: another pod's calls go through. (The
+	// deadline only turns a node held by the fault into a failure rather
+	// than a hang: the create is released after these calls.)
+	otherCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := kubelet.NodePrepareResources(otherCtx, &drapbv1.NodePrepareResourcesRequest{Claims: sent[1:]})
+	prepareTook := time.Since(start)
+	if err != nil || resp.Claims[sent[1].Uid].GetError() != "" {
+		t.Errorf("another pod's prepare during the fault: %v, %v", err, resp)
+	}
+	start = time.Now()
+	unprepared, err := kubelet.NodeUnprepareResources(otherCtx, &drapbv1.NodeUnprepareResourcesRequest{Claims: sent[1:]})
+	unprepareTook := time.Since(start)
+	if err != nil || unprepared.Claims[sent[1].Uid].GetError() != "" {
+		t.Errorf("another pod's unprepare during the fault: %v, %v", err, unprepared)
+	}
+	if created.Load() {
+		t.Errorf("another pod's calls were answered only after the fault's rule was created: the fault held the node's serialized section")
+	}
+	close(releaseCreate)
+
+	got := <-faultAnswer
+	if got.err != nil {
+		t.Fatalf("the fault's prepare: %v", got.err)
+	}
+	claimResult := got.resp.Claims[sent[0].Uid]
+	if want := "claim broken: pool/dev-1 broken"; claimResult.GetError() != want || v1alpha.GetErrorType(claimResult) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+		t.Errorf("the fault's answer: error %q, error_type %v; want %q, Permanent", claimResult.GetError(), v1alpha.GetErrorType(claimResult), want)
+	}
+	if !created.Load() || len(taintsInAPI(t, client)[broken]) != 1 {
+		t.Errorf("the fault's answer came before its rule was stored: taints %v", taintsInAPI(t, client))
+	}
+	t.Logf("while a fault's DeviceTaintRule create hung: another pod's prepare answered in %v, its unprepare in %v; the fault answered in %v, after the create was released", prepareTook, unprepareTook, got.took)
 }

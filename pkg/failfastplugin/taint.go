@@ -114,6 +114,10 @@ type DeviceFaults struct {
 	// this process knows them: read by Load, added by faults, removed by
 	// ClearDeviceFault.
 	rules map[DeviceID]string
+	// legacyRules are the devices whose rule Load found under the name
+	// the library gave rules before it put the node in the name
+	// (legacyRuleName): ClearDeviceFault deletes those too.
+	legacyRules map[DeviceID]string
 	// owner is the driver's Node as the owner of its rules, nil until Load or
 	// a fault (lookUpOwner) read it.
 	owner *metav1.OwnerReference
@@ -165,6 +169,10 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	}
 	if cfg.NodeName == "" {
 		problems = append(problems, "node name must be set")
+	} else if errs := content.IsDNS1123Subdomain(cfg.NodeName); len(errs) > 0 {
+		problems = append(problems, fmt.Sprintf("node name %q: %s", cfg.NodeName, strings.Join(errs, ", ")))
+	} else if len(cfg.NodeName) > maxRuleNodeName {
+		problems = append(problems, fmt.Sprintf("node name %q is %d bytes long: the names of its DeviceTaintRules end with it, and allow at most %d", cfg.NodeName, len(cfg.NodeName), maxRuleNodeName))
 	}
 	if cfg.KubeClient == nil {
 		problems = append(problems, "Kubernetes client must be set")
@@ -172,7 +180,7 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, api: ruleAPIFinder{kube: cfg.KubeClient}, enabled: true, rules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
+	return &DeviceFaults{cfg: cfg, api: ruleAPIFinder{kube: cfg.KubeClient}, enabled: true, rules: map[DeviceID]string{}, legacyRules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
 }
 
 // Config returns the configuration, with defaults applied.
@@ -274,22 +282,31 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	// Not a controller, no blockOwnerDeletion: that would need the right
 	// to delete Nodes.
 	owner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	loaded := map[DeviceID]string{}
+	loaded, legacy := map[DeviceID]string{}, map[DeviceID]string{}
 	for _, rule := range rules.Items {
 		if rule.Annotations[DeviceTaintRuleNodeAnnotation] != f.cfg.NodeName {
 			continue
 		}
 		device, ok := ruleDevice(&rule)
-		if !ok || rule.Name != f.ruleName(device) {
+		switch {
+		case ok && rule.Name == f.ruleName(device):
+			loaded[device] = rule.Name
+		case ok && rule.Name == f.legacyRuleName(device):
+			// Written by a version of the library before the node was
+			// in the name: the device stays tainted, and
+			// ClearDeviceFault deletes that rule too.
+			legacy[device] = rule.Name
+		default:
 			// Not a rule of the library's making (edited by hand?):
 			// leave it alone, the operator owns it now.
 			logger.Info("Ignoring a DeviceTaintRule with the driver's label that the library did not write", "rule", rule.Name)
-			continue
 		}
-		loaded[device] = rule.Name
 	}
 	f.mu.Lock()
 	f.owner = owner
+	// This process never writes a legacy name, so the list is the
+	// newest word on them.
+	maps.Copy(f.legacyRules, legacy)
 	for device, name := range loaded {
 		if _, changed := f.changedWhileLoading[device]; changed {
 			// Cleared or written since the list: the list is older.
@@ -301,6 +318,9 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	f.mu.Unlock()
 	if len(loaded) > 0 {
 		logger.Info("Devices tainted by an earlier instance of the driver stay tainted", "devices", deviceNames(slices.SortedFunc(maps.Keys(loaded), compareDeviceIDs)))
+	}
+	if len(legacy) > 0 {
+		logger.Info("Devices tainted by an earlier version of the library stay tainted, under their rules' old names", "devices", deviceNames(slices.SortedFunc(maps.Keys(legacy), compareDeviceIDs)))
 	}
 	return nil
 }
@@ -368,20 +388,50 @@ func (f *DeviceFaults) lookUpOwner(ctx context.Context) {
 	}
 }
 
-// ruleName is the name of the DeviceTaintRule of device: the device's name
-// and a hash of driver, pool and device, so that each device of each driver
-// has one, a restarted driver finds it, and ClearDeviceFault deletes it
-// without having to know it.
-func (f *DeviceFaults) ruleName(device DeviceID) string {
-	sum := sha256.Sum256([]byte(f.cfg.DriverName + "\x00" + device.Pool + "\x00" + device.Device))
+// maxRuleNodeName is the longest node name that DeviceTaintRuleName can end
+// a valid object name (253 bytes) with: "device-", 16 hex digits and a dot
+// come first.
+const maxRuleNodeName = 253 - len("device-") - 16 - 1
+
+// DeviceTaintRuleName returns the name of the DeviceTaintRule that the
+// library writes on node for a fault of device of driver:
+// "<device>-<16 hex digits>.<node>", the digits a hash of driver, pool and
+// device, so that each device of each driver has one, a restarted driver
+// finds it, and ClearDeviceFault deletes it without having to know it. The
+// part before the first dot is one DNS label, and the writer's node is all
+// that follows it: an admission policy can check that a node creates only
+// names of its own (deploy/gpu-driver/rbac.yaml), so that no node can take
+// the name another node's fault needs and leave that node's device
+// untainted. Where the device's name is no DNS label, or would make the
+// name too long, "device" stands for it.
+func DeviceTaintRuleName(driver, node string, device DeviceID) string {
+	label := legacyRuleName(driver, device)
+	if len(label)+1+len(node) > 253 {
+		label = "device-" + label[len(label)-16:]
+	}
+	return label + "." + node
+}
+
+// legacyRuleName is the name the library gave the rule of device before it
+// put the node in the name, and the first label of the name it gives now.
+func legacyRuleName(driver string, device DeviceID) string {
+	sum := sha256.Sum256([]byte(driver + "\x00" + device.Pool + "\x00" + device.Device))
 	suffix := hex.EncodeToString(sum[:])[:16]
-	// A device name is a DNS label (at most 63 bytes): the name stays a
-	// valid object name. A device name from a malformed DeviceID is
-	// dropped rather than making the name invalid.
 	if content.IsDNS1123Label(device.Device) == nil && len(device.Device) > 0 {
 		return device.Device + "-" + suffix
 	}
 	return "device-" + suffix
+}
+
+// ruleName is the name of the DeviceTaintRule of device on this node.
+func (f *DeviceFaults) ruleName(device DeviceID) string {
+	return DeviceTaintRuleName(f.cfg.DriverName, f.cfg.NodeName, device)
+}
+
+// legacyRuleName is the name an earlier version of the library gave the
+// rule of device.
+func (f *DeviceFaults) legacyRuleName(device DeviceID) string {
+	return legacyRuleName(f.cfg.DriverName, device)
 }
 
 // rule returns the DeviceTaintRule that taints device with taint.
@@ -426,18 +476,35 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 	var errs []error
 	var cleared []DeviceID
 	for _, device := range devices {
-		name := f.ruleName(device)
-		err := api.delete(ctx, name)
-		switch {
-		case err == nil:
-			cleared = append(cleared, device)
-		case apierrors.IsNotFound(err):
-		default:
-			// The fault stays: the device is still tainted.
-			errs = append(errs, fmt.Errorf("delete DeviceTaintRule %s of device %s: %w", name, device, err))
-			continue
+		f.mu.Lock()
+		legacy := f.legacyRules[device]
+		f.mu.Unlock()
+		deleted := false
+		for _, name := range []string{f.ruleName(device), legacy} {
+			if name == "" {
+				continue
+			}
+			err := api.delete(ctx, name)
+			switch {
+			case err == nil:
+				deleted = true
+			case apierrors.IsNotFound(err):
+			default:
+				// The fault stays: the device is still tainted.
+				errs = append(errs, fmt.Errorf("delete DeviceTaintRule %s of device %s: %w", name, device, err))
+				continue
+			}
+			if name == legacy {
+				f.mu.Lock()
+				delete(f.legacyRules, device)
+				f.mu.Unlock()
+			} else {
+				f.setRule(device, "")
+			}
 		}
-		f.setRule(device, "")
+		if deleted {
+			cleared = append(cleared, device)
+		}
 	}
 	if len(cleared) > 0 {
 		klog.FromContext(ctx).Info("Cleared device faults, deleted their DeviceTaintRules", "devices", deviceNames(cleared))
@@ -466,7 +533,9 @@ func (f *DeviceFaults) setRule(device DeviceID, name string) {
 func (f *DeviceFaults) TaintedDevices() []DeviceID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.SortedFunc(maps.Keys(f.rules), compareDeviceIDs)
+	devices := maps.Clone(f.rules)
+	maps.Copy(devices, f.legacyRules)
+	return slices.SortedFunc(maps.Keys(devices), compareDeviceIDs)
 }
 
 // taintFailure is why a device did not get tainted.
@@ -529,11 +598,12 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 		_, err := rulesAPI.create(ctx, rule)
 		if apierrors.IsAlreadyExists(err) {
 			// Written by an earlier fault, maybe by an earlier
-			// instance of the driver or on another node of a shared
-			// pool. It counts only if it taints this device: the
-			// name is predictable, and anyone who may write rules
-			// could have taken it. An operator may have changed its
-			// taint since, which stays as it is.
+			// instance of the driver on this node. It counts only if
+			// it taints this device: the name is predictable, and
+			// whoever may write rules without the shipped admission
+			// policy (an administrator, another controller) could
+			// have taken it. An operator may have changed its taint
+			// since, which stays as it is.
 			var existing *deviceTaintRule
 			existing, err = rulesAPI.get(ctx, rule.Name)
 			if err == nil {

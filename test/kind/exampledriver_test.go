@@ -44,6 +44,10 @@ func gpuConfig(sharing string) []byte {
 // TestExampleDriver: examples/gpu-driver deployed from deploy/gpu-driver (DaemonSet, webhook
 // Deployment, ValidatingWebhookConfiguration) on the two workers:
 //   - its webhook denies a claim template with invalid GPUConfig at apply, in the driver's words;
+//   - the plugin of the second worker, with its pod's real token, can neither take the name of
+//     the first worker's rule for gpu-0 (squatting), nor forge that rule, nor taint a device the
+//     first worker never published or its whole pool (attackTaintRules), nor, after the fault,
+//     delete the first worker's rule (deleteVictimRules);
 //   - a Deployment whose pod lands on a broken GPU of the first worker: that pod fails once
 //     (DRAPermanentDriverFailure), the GPU is tainted (a DeviceTaintRule), and the
 //     replacement runs on a healthy GPU;
@@ -76,6 +80,12 @@ func TestExampleDriver(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "docker", "exec", broken, "sh", "-c", "echo 'gpu-0 # fan failure' > "+gpuBrokenFile).CombinedOutput(); err != nil {
 		t.Fatalf("breaking gpu-0 on %s: %v: %s", broken, err, out)
 	}
+	// Before the fault: the plugin of the other worker, taken over (its pod's real token), tries
+	// to keep the broken gpu-0 from being tainted, or to taint the broken node's devices itself.
+	attacker := workers[1].name
+	attackerClient := pluginTokenClient(ctx, t, client, gpuNamespace, "gpu-driver", gpuPluginLabel, attacker)
+	attackTaintRules(ctx, t, client, attackerClient, attacker, broken)
+
 	template := e2eframework.ClaimTemplateFor(namespace, "gpu-0", gpuDriver, gpuDriver, gpuConfig("TimeSlicing"))
 	// gpu-0 of any node: the first worker's is broken, the second's is not.
 	template.Spec.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
@@ -146,6 +156,11 @@ func TestExampleDriver(t *testing.T) {
 		t.Errorf("%s's gpu-0 taints %v, want %s", broken, taints, failfastplugin.DefaultDeviceFaultTaintKey)
 	}
 	t.Logf("pod %s Failed on %s (%s); replacement %s Running on %s", pod.Name, broken, pod.Status.Message, running[0].Name, running[0].Spec.NodeName)
+	// Tainted despite the attacks above; and the attacker cannot untaint it.
+	deleteVictimRules(ctx, t, client, attackerClient, attacker, broken)
+	if taints := gpuTaints(ctx, t, client, broken, "gpu-0"); !slices.Contains(taints, failfastplugin.DefaultDeviceFaultTaintKey) {
+		t.Errorf("after %s's plugin tried to delete its rules: %s's gpu-0 taints %v, want %s", attacker, broken, taints, failfastplugin.DefaultDeviceFaultTaintKey)
+	}
 
 	// The taint outlives the driver: a DaemonSet roll, then a reboot of the node. A second
 	// replica would get the broken gpu-0 (the only free gpu-0) without it; with it, the

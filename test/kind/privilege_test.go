@@ -9,16 +9,19 @@ import (
 	"context"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -40,7 +43,8 @@ const nodeNameExtra = "authentication.kubernetes.io/node-name"
 // published slice can be neither updated nor deleted (dry runs). DeviceTaintRules as the library
 // writes them (DeviceFault), for a device no driver publishes: dry runs of one for a device in the
 // other worker's pool, one whose node annotation names the other worker, one for a whole pool and
-// one from a token with no node are denied by the rule policy; one for a device in its own pool is
+// one from a token with no node, one under the name the other worker's rule for that device would
+// have and one whose name names no node are denied by the rule policy; one for a device in its own pool is
 // created for real and deleted again as the plugin (and by the admin when the test ends, in any
 // case); the other worker's rule, written by the admin, cannot be deleted. RBAC refuses what the
 // plugins never call: patch, deletecollection, listing claims, watching, updating and patching
@@ -125,10 +129,11 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 			// annotation, one device (none: the whole pool). The device is one that no driver
 			// publishes: a rule that gets stored taints nothing.
 			ctx := t.Context()
+			// Named as the library names them: a label, a dot and the writer's node.
 			taintRule := func(name, pool, node string, device *string) *resourceapi.DeviceTaintRule {
 				return &resourceapi.DeviceTaintRule{
 					ObjectMeta: metav1.ObjectMeta{
-						Name:        "privilege-test-" + driver.namespace + "-" + name,
+						Name:        "privilege-test-" + driver.namespace + "-" + name + "." + node,
 						Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driver.name},
 						Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
 					},
@@ -152,6 +157,22 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				"rule for the other node's pool": {client: asPlugin, rule: taintRule("pool", other, own, device), wantText: "DeviceTaintRule for pool '" + other + "'"},
 				"rule of the other node":         {client: asPlugin, rule: taintRule("node", own, other, device), wantText: "DeviceTaintRules of node '" + other + "'"},
 				"rule for a whole pool":          {client: asPlugin, rule: taintRule("all", own, own, nil), wantText: "selects no device"},
+				"rule under the other node's name": {
+					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
+						rule := taintRule("squat", own, own, device)
+						rule.Name = failfastplugin.DeviceTaintRuleName(driver.name, other, failfastplugin.DeviceID{Pool: other, Device: *device})
+						return rule
+					}(),
+					wantText: "may not create the DeviceTaintRule '" + failfastplugin.DeviceTaintRuleName(driver.name, other, failfastplugin.DeviceID{Pool: other, Device: *device}) + "'",
+				},
+				"rule under a name without node": {
+					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
+						rule := taintRule("nameless", own, own, device)
+						rule.Name = strings.TrimSuffix(rule.Name, "."+own)
+						return rule
+					}(),
+					wantText: "the names of its rules are one DNS label, a dot and its node",
+				},
 				"rule for another driver's device": {
 					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
 						rule := taintRule("driver", own, own, device)
@@ -296,5 +317,127 @@ func TestControlEndpointOnLoopbackOnly(t *testing.T) {
 			_ = conn.Close()
 			t.Errorf("%s: the test driver's control endpoint accepts connections on the node's address %s", w, w.address)
 		}
+	}
+}
+
+// pluginTokenClient returns a client that authenticates with a real token of the service account
+// serviceAccount in namespace, bound to that driver's kubelet plugin pod (labels) on node, as the
+// kubelet gives the pod: whoever takes over that node's plugin holds such a token. The API server
+// must see the service account with node's name in its extra (a SelfSubjectReview, as `kubectl
+// auth whoami`), or the test fails.
+func pluginTokenClient(ctx context.Context, t *testing.T, admin kubernetes.Interface, namespace, serviceAccount, labels, node string) kubernetes.Interface {
+	t.Helper()
+	pods, err := admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels, FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the %s plugin pod on %s: %v (%d pods)", namespace, node, err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	token, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, serviceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To(int64(600)),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token bound to %s/%s: %v", namespace, pod.Name, err)
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config = rest.AnonymousClientConfig(config)
+	config.BearerToken = token.Status.Token
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := review.Status.UserInfo
+	if want := "system:serviceaccount:" + namespace + ":" + serviceAccount; user.Username != want || !slices.Equal(user.Extra[nodeNameExtra], authenticationv1.ExtraValue{node}) {
+		t.Fatalf("the token of %s/%s authenticates as %q with %s %v, want %q on %s", namespace, pod.Name, user.Username, nodeNameExtra, user.Extra[nodeNameExtra], want, node)
+	}
+	return client
+}
+
+// attackTaintRules: the example driver's plugin on node attacker, with its pod's real token, tries
+// to keep victim's gpu-0 from being tainted or to taint victim's devices: the rule under the name
+// victim's fault on gpu-0 needs (for a device of its own, and for victim's gpu-0 with victim's
+// annotation), a rule for a device victim's slices never published, and a rule for victim's whole
+// pool. Every one must be denied; what is admitted is deleted again. The rules are real creates,
+// not dry runs: a squatted name would make victim's next fault fail with AlreadyExists.
+func attackTaintRules(ctx context.Context, t *testing.T, admin, attackerClient kubernetes.Interface, attacker, victim string) {
+	t.Helper()
+	victimRule := failfastplugin.DeviceTaintRuleName(gpuDriver, victim, failfastplugin.DeviceID{Pool: victim, Device: "gpu-0"})
+	rule := func(name, node, pool string, device *string) *resourceapi.DeviceTaintRule {
+		return &resourceapi.DeviceTaintRule{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: gpuDriver},
+				Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
+			},
+			Spec: resourceapi.DeviceTaintRuleSpec{
+				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(gpuDriver), Pool: ptr.To(pool), Device: device},
+				Taint:          resourceapi.DeviceTaint{Key: "attack", Value: "privilege-test", Effect: resourceapi.DeviceTaintEffectNoExecute},
+			},
+		}
+	}
+	for name, tc := range map[string]struct {
+		rule     *resourceapi.DeviceTaintRule
+		wantText string
+	}{
+		"squat the victim's rule name with a rule for its own gpu-0": {
+			rule:     rule(victimRule, attacker, attacker, ptr.To("gpu-0")),
+			wantText: "may not create the DeviceTaintRule '" + victimRule + "'",
+		},
+		"forge the victim's rule for its gpu-0": {
+			rule:     rule(victimRule, victim, victim, ptr.To("gpu-0")),
+			wantText: "may not create the DeviceTaintRules of node '" + victim + "'",
+		},
+		"taint a device the victim never published": {
+			rule:     rule("gpu-99-privilege-test."+attacker, attacker, victim, ptr.To("gpu-99")),
+			wantText: "DeviceTaintRule for pool '" + victim + "'",
+		},
+		"taint the victim's whole pool": {
+			rule:     rule("pool-privilege-test."+attacker, attacker, victim, nil),
+			wantText: "DeviceTaintRule for pool '" + victim + "'",
+		},
+	} {
+		created, err := attackerClient.ResourceV1().DeviceTaintRules().Create(ctx, tc.rule, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			t.Errorf("attack from %s, %s: rule %s created, want it denied", attacker, name, created.Name)
+			if err := admin.ResourceV1().DeviceTaintRules().Delete(context.WithoutCancel(ctx), created.Name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting the attacker's rule %s: %v", created.Name, err)
+			}
+		case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantText):
+			t.Errorf("attack from %s, %s: got %v, want a denial naming %q", attacker, name, err, tc.wantText)
+		}
+	}
+}
+
+// deleteVictimRules: the attacker's plugin tries to delete every DeviceTaintRule victim's plugin
+// wrote; every delete must be denied.
+func deleteVictimRules(ctx context.Context, t *testing.T, admin, attackerClient kubernetes.Interface, attacker, victim string) {
+	t.Helper()
+	rules, err := admin.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: failfastplugin.DeviceTaintRuleDriverLabel + "=" + gpuDriver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, rule := range rules.Items {
+		if rule.Annotations[failfastplugin.DeviceTaintRuleNodeAnnotation] != victim {
+			continue
+		}
+		tried++
+		err := attackerClient.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
+		if wantText := "may not delete the DeviceTaintRules of node '" + victim + "'"; err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), wantText) {
+			t.Errorf("attack from %s: deleting %s's rule %s: %v, want a denial naming %q", attacker, victim, rule.Name, err, wantText)
+		}
+	}
+	if tried == 0 {
+		t.Errorf("%s has no DeviceTaintRule for the attack from %s to try to delete", victim, attacker)
 	}
 }

@@ -67,6 +67,17 @@ type resourceV1beta2 struct {
 
 func (r resourceV1beta2) RESTClient() rest.Interface { return r.restClient }
 
+// OnRequest makes hook run before each DeviceTaintRules request is served
+// (method as in HTTP, version of resource.k8s.io): a hook that blocks is an
+// API server that does not answer. Unlike a reactor of the fake, which runs
+// under the fake's lock and so stops every other call, it holds up that
+// request alone.
+func (c *Clientset) OnRequest(hook func(method, version string)) {
+	c.requests.mu.Lock()
+	defer c.requests.mu.Unlock()
+	c.requests.hook = hook
+}
+
 // Requests returns the DeviceTaintRules requests served so far, as "METHOD
 // VERSION" (for example "POST v1").
 func (c *Clientset) Requests() []string { return c.requests.get() }
@@ -111,12 +122,18 @@ func ServeDeviceTaintRules(t testing.TB, client *fake.Clientset, versions ...str
 type requestLog struct {
 	mu   sync.Mutex
 	list []string
+	hook func(method, version string)
 }
 
-func (r *requestLog) add(request string) {
+// add records request and runs the hook, if any, outside the lock.
+func (r *requestLog) add(method, version string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.list = append(r.list, request)
+	r.list = append(r.list, method+" "+version)
+	hook := r.hook
+	r.mu.Unlock()
+	if hook != nil {
+		hook(method, version)
+	}
 }
 
 func (r *requestLog) get() []string {
@@ -149,7 +166,7 @@ func serve(t testing.TB, client *fake.Clientset, versions []string, requests *re
 		return
 	}
 	version := parts[0]
-	requests.add(r.Method + " " + version)
+	requests.add(r.Method, version)
 	if accept := r.Header.Get("Accept"); accept != "application/json" {
 		t.Errorf("%s %s: Accept %q, want application/json", r.Method, r.URL.Path, accept)
 	}
