@@ -16,18 +16,26 @@
 #   series   make upstream-series: renders, in every commit of _output/tree/upstream, the files
 #            that are this repository's own sources (upstream/generated.txt, hack/tools/upstreamgen),
 #            then exports; run it after changing one of those sources
+#   library  the driver library (pkg/failfastplugin) vetted and tested against the series'
+#            kubeletplugin in _output/tree/upstream, with the build tag that makes its Permanent
+#            mark KEP-5322's ErrPermanent (verify runs it too)
 #   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
 #            generated code byte for byte; the series applies; its generated code is what the
 #            generators make of its sources; its files that are this repository's sources are
 #            exactly their rendering (hack/tools/upstreamgen -check); its error_type is declared
 #            as the fork's (hack/tools/wirecheck); its pod worker reuses a status on the fork's
 #            condition (hack/tools/gluecheck); go vet and go test of every package it
-#            changes; then, unless
-#            --quick, its integration tests (UPSTREAM_INTEGRATION_TESTS), go build
-#            ./cmd/kubelet and upstream's own verify scripts in
-#            UPSTREAM_VERIFY_SCRIPTS. make verify (and so make test) runs --quick: the rest costs
-#            minutes (485 s with the kubelet compiled from scratch, --quick 73 s), for checks that only change with upstream/patches/;
-#            run make verify-upstream after changing the series.
+#            changes, the driver library against its kubeletplugin (library, above), its
+#            integration tests (UPSTREAM_INTEGRATION_TESTS), go build
+#            ./cmd/kubelet and upstream's own verify scripts in UPSTREAM_VERIFY_SCRIPTS; when
+#            all passed, it writes upstream/verified.txt: the digest of upstream/patches/ it
+#            verified. make verify (and so make test) runs --quick: everything up to the Go
+#            packages, then it checks that upstream/verified.txt names the series as it is
+#            (upstream/patches/ changes only with the series or with the sources it renders):
+#            the series' own compile and tests cost a cold make test minutes (every package
+#            above k8s.io/api/core/v1 recompiled for the series' tree) for checks that only
+#            change with upstream/patches/. Run make verify-upstream after changing the series
+#            and commit upstream/verified.txt with it.
 #
 # protoc 23.4, which upstream's protobindings require, is only on GitHub and in a container
 # image: hack/tools/protoc stands in for it (verify proves that it does, on every kubelet API).
@@ -100,6 +108,39 @@ require_clean() {
 }
 
 # the_patch DIR NAME: the one patch file in DIR whose name (after its number) begins with NAME.
+VERIFIED_STAMP="${REPO_ROOT}/upstream/verified.txt"
+
+# series_digest: what upstream/verified.txt records: the base version and the sha256 of the
+# series' patches, in order.
+series_digest() {
+  local digest
+  digest=$(cd "${REPO_ROOT}/upstream/patches" && LC_ALL=C sha256sum -- *.patch | sha256sum | cut -d' ' -f1)
+  echo "${KUBE_VERSION} sha256:${digest}"
+}
+
+# test_library TREE: this repository's driver library (LIBRARY_MODULES) built and tested against
+# TREE's staging modules with the build tag failfastplugin_upstream_errpermanent: against the
+# series' kubeletplugin, the library's Permanent mark and KEP-5322's ErrPermanent are one
+# (pkg/failfastplugin/upstream_errpermanent*.go), and all its tests pass there.
+test_library() {
+  local tree=$1 work mod
+  work="$(dirname "${tree}")/library.work"
+  grep -E '^(go|godebug|toolchain) ' "${tree}/go.work" > "${work}"
+  local -a uses=()
+  for mod in $(staging_modules "${tree}/go.mod"); do uses+=("-use=${tree}/staging/src/${mod}"); done
+  # The library modules require each other at their release version, which no proxy serves
+  # before the release: each is also a replacement, as in this repository's go.work.
+  for mod in "${LIBRARY_MODULES[@]}"; do
+    uses+=("-use=${REPO_ROOT}/${mod}" "-replace=$(GOWORK=off go -C "${REPO_ROOT}/${mod}" list -m)@${LIBRARY_VERSION}=${REPO_ROOT}/${mod}")
+  done
+  GOWORK=off go work edit "${uses[@]}" "${work}"
+  [ ! -f "${tree}/go.work.sum" ] || cp "${tree}/go.work.sum" "${work}.sum"
+  log "the driver library against the series' kubeletplugin: go vet and go test -tags failfastplugin_upstream_errpermanent ./pkg/failfastplugin/..."
+  (cd "${REPO_ROOT}/pkg/failfastplugin" && GOWORK="${work}" go vet -tags failfastplugin_upstream_errpermanent ./... &&
+    GOWORK="${work}" go test -trimpath -count=1 -tags failfastplugin_upstream_errpermanent ./...) ||
+    die "the driver library fails against the series' kubeletplugin (above)"
+}
+
 the_patch() {
   local -a found
   mapfile -t found < <(find "$1" -maxdepth 1 -name "[0-9][0-9][0-9][0-9]-$2*.patch")
@@ -156,23 +197,28 @@ verify() {
   mapfile -t packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- '*.go' ':!test/' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
   mapfile -t test_packages < <(tree_git "${tree}" diff --name-only --diff-filter=d "${UPSTREAM_TAG}" HEAD -- 'test/*.go' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
   [ "${#packages[@]}" -gt 0 ] || die "the series changes no Go package"
+  if [ "${1:-}" = --quick ]; then
+    local stamped
+    stamped=$(sed -n 's/^series: //p' "${VERIFIED_STAMP}" 2>/dev/null || true)
+    [ "${stamped}" = "$(series_digest)" ] ||
+      die "upstream/patches/ is not the series make verify-upstream last passed on (upstream/verified.txt: '${stamped:-none}', now '$(series_digest)'): run make verify-upstream and commit upstream/verified.txt"
+    log "go vet and go test of the ${#packages[@]} changed package(s), the integration tests, the kubelet build and upstream's verify scripts skipped (--quick): make verify-upstream passed on this series ($(sed -n 's/^verified: //p' "${VERIFIED_STAMP}"))"
+    log "OK: ${#patches[@]} upstream-shaped patch(es) verified, quick ($(($(date +%s) - start))s)"
+    return 0
+  fi
   log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
   # -trimpath: compiled packages are keyed by their sources, not by the tree's place, so the
   # dependencies compiled for upstream's unit tests in the fork's tree (hack/test-upstream.sh)
   # serve here too.
   (cd "${tree}" && GOWORK="${work}" go vet -trimpath "${packages[@]}" && GOWORK="${work}" go test -trimpath -count=1 "${packages[@]}") ||
     die "go vet or go test failed in the series' tree"
+  test_library "${tree}"
   # The integration tests' API server finds its own sources through runtime.Caller, which
   # -trimpath makes relative; upstream's testserver then builds the path from TEST_SRCDIR and
   # TEST_WORKSPACE (its bazel support): point them at the tree.
   mkdir -p "${tmp}/srcdir/tree/k8s.io"
   ln -s "${tree}" "${tmp}/srcdir/tree/k8s.io/kubernetes"
-  # --quick (make test) leaves them to make verify-upstream: the one there is, 0007's Job test,
-  # cost about 150 s of a cold make test for a check that only changes with upstream/patches/
-  # (and issue 53 finds it proves little: the kubelet never sets the container state it uses).
-  [ "${1:-}" = --quick ] && log "integration tests skipped (--quick; make verify-upstream runs them): ${UPSTREAM_INTEGRATION_TESTS[*]}"
   for integration in "${UPSTREAM_INTEGRATION_TESTS[@]}"; do
-    [ "${1:-}" != --quick ] || break
     "${REPO_ROOT}/hack/build-cluster-binaries.sh" --no-apt etcd
     log "integration test ${integration#*:} of ${integration%%:*}"
     # shellcheck disable=SC2031 # the PATH upstream_codegen's subshell changes is not this one
@@ -180,11 +226,6 @@ verify() {
       go test -trimpath -count=1 -run "${integration#*:}" "${integration%%:*}") ||
       die "integration test ${integration#*:} of ${integration%%:*} failed in the series' tree"
   done
-  if [ "${1:-}" = --quick ]; then
-    log "the kubelet build and upstream's own verify scripts skipped (--quick; make verify-upstream runs them)"
-    log "OK: ${#patches[@]} upstream-shaped patch(es) verified, quick ($(($(date +%s) - start))s)"
-    return 0
-  fi
   if [ "${#test_packages[@]}" -gt 0 ]; then
     # The e2e suites need a cluster or a node: compiled and vetted here, with the e2e_node
     # suite's build tags, and run by make test-upstream-e2e.
@@ -217,7 +258,13 @@ verify() {
   log "logcheck -config hack/logcheck.conf on the changed packages"
   (cd "${tree}" && GOWORK="${work}" GOFLAGS="${GOFLAGS} -tags=selinux,notest,grpcnotrace" "${UPSTREAM_TOOLS}/logcheck" -config hack/logcheck.conf "${packages[@]}" "${test_packages[@]}") ||
     die "logcheck: the series' logging breaks upstream's rules (above)"
-  log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s)"
+  {
+    echo "# Written by make verify-upstream (hack/upstream.sh verify) when every check of it passed;"
+    echo "# make test's quick verify requires the series to be the one named here."
+    echo "series: $(series_digest)"
+    echo "verified: $(date -u +%Y-%m-%d), in $(($(date +%s) - start)) s"
+  } > "${VERIFIED_STAMP}"
+  log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s); wrote ${VERIFIED_STAMP#"${REPO_ROOT}/"}"
 }
 
 # render_series TREE: renders this repository's sources into every commit of TREE that has them
@@ -256,5 +303,9 @@ case "${1:-}" in
     ;;
   export) exec "${REPO_ROOT}/hack/update-patches.sh" ;;
   verify) verify "${2:-}" ;;
-  *) die "usage: hack/upstream.sh tree|codegen|export|series|verify [--quick]" ;;
+  library)
+    [ -d "${PATCHED_TREE}/.git" ] || die "no tree at ${PATCHED_TREE#"${REPO_ROOT}/"}: run hack/upstream.sh tree first"
+    test_library "${PATCHED_TREE}"
+    ;;
+  *) die "usage: hack/upstream.sh tree|codegen|export|series|verify [--quick]|library" ;;
 esac

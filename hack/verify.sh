@@ -6,7 +6,8 @@
 # the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
 # requirements (what a release tag publishes resolves with go get alone), the patch series
 # (applies to pristine KUBE_VERSION, builds, stays within its line budget), and the upstream-shaped
-# series (hack/upstream.sh verify --quick: upstream's generators, its tests; the kubelet build and
+# series (hack/upstream.sh verify --quick: upstream's generators, the single-source checks, and
+# upstream/verified.txt naming the series as it is; its compile, tests, kubelet build and
 # upstream's own verify scripts only with make verify-upstream). Runs all checks and fails
 # at the end if any failed. Installs shellcheck from Debian when missing and running as root.
 # shellcheck source=hack/lib.sh
