@@ -414,6 +414,8 @@ func attackTaintRules(ctx context.Context, t *testing.T, admin, attackerClient k
 			}
 		case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantText):
 			t.Errorf("attack from %s, %s: got %v, want a denial naming %q", attacker, name, err, tc.wantText)
+		default:
+			t.Logf("attack from %s, %s: denied", attacker, name)
 		}
 	}
 }
