@@ -62,8 +62,18 @@ deploy() {
   kubectl apply -f "${deviceclass}" > /dev/null
   kubectl -n "${namespace}" rollout status "daemonset/${namespace}-kubelet-plugin" --timeout=3m > /dev/null
   kubectl -n "${namespace}" rollout status "deployment/${service}" --timeout=3m > /dev/null
+  # The webhook's failurePolicy is Fail: until its Service has a ready endpoint, objects with the
+  # driver's config are denied. Rolled out is not yet routed: wait for the endpoint too.
+  local i endpoints=""
+  for i in $(seq 1 60); do
+    endpoints=$(kubectl -n "${namespace}" get endpointslices -l "kubernetes.io/service-name=${service}" \
+      -o jsonpath='{range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]}{"\n"}{end}' | grep -c . || true)
+    [ "${endpoints}" -ge 1 ] && break
+    [ "${i}" -lt 60 ] || die "${name}: the webhook Service ${service} has no ready endpoint after 60 s"
+    sleep 1
+  done
   nodes=$(kubectl -n "${namespace}" get daemonset "${namespace}-kubelet-plugin" -o jsonpath='{.status.desiredNumberScheduled}')
-  local i pools
+  local pools
   for i in $(seq 1 60); do
     pools=$(kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.driver==\"${driver}\")]}{.spec.pool.name}{\"\\n\"}{end}" | sort -u | grep -c . || true)
     [ "${pools}" -ge "${nodes}" ] && break

@@ -90,45 +90,7 @@ func allocatedClaim(name string) *resourceapi.ResourceClaim {
 // does. The kubelet side's reading of such answers is tested in the root
 // module (pkg/kubelet/cm/dra), which this light module must not import.
 func TestRoundTrip(t *testing.T) {
-	names := []string{"ok", "transient", "permanent"}
-	client := fake.NewClientset()
-	var sent []*drapbv1.Claim
-	for _, name := range names {
-		claim := allocatedClaim(name)
-		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
-	}
-
-	dir := t.TempDir()
-	for _, sub := range []string{"registry", "plugin"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
-			t.Fatal(err)
-		}
-	}
-	helper, err := failfastplugin.Start(t.Context(), scriptedPlugin{},
-		kubeletplugin.DriverName(driverName),
-		kubeletplugin.NodeName("node"),
-		kubeletplugin.KubeClient(client),
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
-	)
-	if err != nil {
-		t.Fatalf("start driver: %v", err)
-	}
-	t.Cleanup(helper.Stop)
-
-	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(t.Context(), &drapbv1.NodePrepareResourcesRequest{Claims: sent})
-	if err != nil {
-		t.Fatalf("NodePrepareResources: %v", err)
-	}
+	_, resp := prepareThrough(t, failfastplugin.Start)
 
 	wantWire := map[string]v1alpha.NodePrepareResourceResponseErrorType{"uid-ok": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-transient": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-permanent": v1alpha.NodePrepareResourceResponseErrorType_Permanent}
 	for uid, want := range wantWire {
@@ -235,17 +197,11 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	for _, sub := range []string{"registry", "plugin"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dirs := newDriverDirs(t)
 	broken := failfastplugin.DeviceID{Pool: "pool", Device: "dev-1"}
 	helper, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}},
 		failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client},
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+		dirs.options()...,
 	)
 	if err != nil {
 		t.Fatalf("start driver: %v", err)
@@ -256,16 +212,12 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	}
 	waitForAPI(t, client, "the driver's devices", func(devices map[failfastplugin.DeviceID][]resourceapi.DeviceTaint) bool { return len(devices) == 2 })
 
-	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	kubelet := dirs.dial(t)
 
 	// A check asks for no taint: the claim fails permanently all the same,
 	// its error says why the device was not tainted, nothing is tainted.
 	checkCtx := metadata.AppendToOutgoingContext(ctx, failfastplugin.NoTaintMetadataKey, "true")
-	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(checkCtx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
+	resp, err := kubelet.NodePrepareResources(checkCtx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
 		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)},
 	}})
 	if err != nil {
@@ -280,7 +232,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	}
 
 	start := time.Now()
-	resp, err = drapbv1.NewDRAPluginClient(conn).NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
+	resp, err = kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: []*drapbv1.Claim{
 		{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)},
 	}})
 	elapsed := time.Since(start)
@@ -318,8 +270,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	// The driver restarts: the new instance knows the fault.
 	helper.Stop()
 	restarted, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{}, failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client},
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+		dirs.options()...,
 	)
 	if err != nil {
 		t.Fatalf("restart driver: %v", err)
@@ -383,14 +334,7 @@ func TestDeviceFaultDoesNotHoldTheNode(t *testing.T) {
 	ctx := t.Context()
 	const node = "node"
 	client := failfastplugintest.ServeDeviceTaintRules(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}}), "v1")
-	var sent []*drapbv1.Claim
-	for _, name := range []string{"broken", "ok"} {
-		claim := allocatedClaim(name)
-		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
-	}
+	sent := createClaims(t, client, "broken", "ok")
 	// The API server takes the rule only when the test says so (not a
 	// reactor: the fake runs those under a lock that every call takes).
 	createEntered, releaseCreate := make(chan struct{}), make(chan struct{})
@@ -405,28 +349,17 @@ func TestDeviceFaultDoesNotHoldTheNode(t *testing.T) {
 		created.Store(true)
 	})
 
-	dir := t.TempDir()
-	for _, sub := range []string{"registry", "plugin"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dirs := newDriverDirs(t)
 	broken := failfastplugin.DeviceID{Pool: "pool", Device: "dev-1"}
 	helper, err := failfastplugin.StartWithDeviceFaults(ctx, faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {broken}}},
 		failfastplugin.DeviceFaultConfig{DriverName: driverName, NodeName: node, KubeClient: client, WaitTimeout: time.Minute},
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
+		dirs.options()...,
 	)
 	if err != nil {
 		t.Fatalf("start driver: %v", err)
 	}
 	t.Cleanup(helper.Stop)
-	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	kubelet := drapbv1.NewDRAPluginClient(conn)
+	kubelet := dirs.dial(t)
 
 	type answer struct {
 		resp *drapbv1.NodePrepareResourcesResponse
@@ -480,4 +413,73 @@ func TestDeviceFaultDoesNotHoldTheNode(t *testing.T) {
 		t.Errorf("the fault's answer came before its rule was stored: taints %v", taintsInAPI(t, client))
 	}
 	t.Logf("while a fault's DeviceTaintRule create hung: another pod's prepare answered in %v, its unprepare in %v; the fault answered in %v, after the create was released", prepareTook, unprepareTook, got.took)
+}
+
+// driverDirs are the registry and plugin directories of a driver under test,
+// in a new temporary directory.
+type driverDirs struct{ registry, plugin string }
+
+func newDriverDirs(t *testing.T) driverDirs {
+	t.Helper()
+	dir := t.TempDir()
+	dirs := driverDirs{registry: filepath.Join(dir, "registry"), plugin: filepath.Join(dir, "plugin")}
+	for _, sub := range []string{dirs.registry, dirs.plugin} {
+		if err := os.Mkdir(sub, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dirs
+}
+
+// options are opts and the kubeletplugin options that place the driver in
+// the directories.
+func (d driverDirs) options(opts ...kubeletplugin.Option) []kubeletplugin.Option {
+	return append(opts, kubeletplugin.RegistrarDirectoryPath(d.registry), kubeletplugin.PluginDataDirectoryPath(d.plugin))
+}
+
+// dial connects to the driver's socket as the kubelet does.
+func (d driverDirs) dial(t *testing.T) drapbv1.DRAPluginClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix:"+filepath.Join(d.plugin, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return drapbv1.NewDRAPluginClient(conn)
+}
+
+// createClaims stores an allocated claim of each name in client, and returns
+// them as a kubelet names them in a call.
+func createClaims(t *testing.T, client kubernetes.Interface, names ...string) []*drapbv1.Claim {
+	t.Helper()
+	sent := make([]*drapbv1.Claim, 0, len(names))
+	for _, name := range names {
+		claim := allocatedClaim(name)
+		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
+	}
+	return sent
+}
+
+// prepareThrough starts scriptedPlugin with start (this library's Start, or
+// kubeletplugin's) and sends it one NodePrepareResources call for the claims
+// "ok", "transient" and "permanent", as a kubelet does.
+func prepareThrough(t *testing.T, start func(context.Context, kubeletplugin.DRAPlugin, ...kubeletplugin.Option) (*kubeletplugin.Helper, error)) ([]*drapbv1.Claim, *drapbv1.NodePrepareResourcesResponse) {
+	t.Helper()
+	client := fake.NewClientset()
+	sent := createClaims(t, client, "ok", "transient", "permanent")
+	dirs := newDriverDirs(t)
+	helper, err := start(t.Context(), scriptedPlugin{},
+		dirs.options(kubeletplugin.DriverName(driverName), kubeletplugin.NodeName("node"), kubeletplugin.KubeClient(client))...)
+	if err != nil {
+		t.Fatalf("start driver: %v", err)
+	}
+	t.Cleanup(helper.Stop)
+	resp, err := dirs.dial(t).NodePrepareResources(t.Context(), &drapbv1.NodePrepareResourcesRequest{Claims: sent})
+	if err != nil {
+		t.Fatalf("NodePrepareResources: %v", err)
+	}
+	return sent, resp
 }

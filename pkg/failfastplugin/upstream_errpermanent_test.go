@@ -8,15 +8,8 @@ package failfastplugin_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -57,41 +50,7 @@ func TestUpstreamErrPermanent(t *testing.T) {
 	}
 
 	// kubeletplugin alone marks the wire.
-	client := fake.NewClientset()
-	var sent []*drapbv1.Claim
-	for _, name := range []string{"ok", "transient", "permanent"} {
-		claim := allocatedClaim(name)
-		if _, err := client.ResourceV1().ResourceClaims(claim.Namespace).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, &drapbv1.Claim{Namespace: claim.Namespace, Name: claim.Name, Uid: string(claim.UID)})
-	}
-	dir := t.TempDir()
-	for _, sub := range []string{"registry", "plugin"} {
-		if err := os.Mkdir(filepath.Join(dir, sub), 0o750); err != nil {
-			t.Fatal(err)
-		}
-	}
-	helper, err := kubeletplugin.Start(t.Context(), scriptedPlugin{},
-		kubeletplugin.DriverName(driverName),
-		kubeletplugin.NodeName("node"),
-		kubeletplugin.KubeClient(client),
-		kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")),
-	)
-	if err != nil {
-		t.Fatalf("start driver: %v", err)
-	}
-	t.Cleanup(helper.Stop)
-	conn, err := grpc.NewClient("unix:"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	resp, err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(t.Context(), &drapbv1.NodePrepareResourcesRequest{Claims: sent})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sent, resp := prepareThrough(t, kubeletplugin.Start)
 	for _, claim := range sent {
 		got := resp.Claims[claim.Uid]
 		want := drapbv1.NodePrepareResourceResponseErrorType_Unknown

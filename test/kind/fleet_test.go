@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -340,9 +341,12 @@ func TestRolloutAndRollback(t *testing.T) {
 }
 
 // The example driver's webhook scaled to 0, then back (deploy/gpu-driver/webhook.yaml,
-// failurePolicy Ignore): while it is down a claim template with invalid GPUConfig is admitted and
-// a pod using it fails on the fork's worker with the driver's words at prepare (retried on the
-// stock worker); once it is back the same template is denied at apply.
+// failurePolicy Fail): while it is down a claim template with GPUConfig is denied, invalid or
+// valid (fail closed), and one without config for the driver is admitted (matchConditions keep
+// other objects independent of it); once it is back, an invalid template is denied at apply in the
+// driver's words. A template that predates the webhook (created while its configuration is
+// removed) reaches the nodes through the generated claims of bare pods: such a pod fails on the
+// fork's worker with the driver's words at prepare, and is retried on the stock worker.
 func TestWebhookDownAndBack(t *testing.T) {
 	client, workers := connect(t)
 	ctx := t.Context()
@@ -381,8 +385,69 @@ func TestWebhookDownAndBack(t *testing.T) {
 	const words = `sharing must be Exclusive or TimeSlicing, got "MPS"`
 
 	scale(0)
-	if _, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, invalid("mps"), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("webhook down, failurePolicy Ignore: the template was not admitted: %v", err)
+	// Fail closed: nothing with GPUConfig gets in while no replica answers.
+	for name, template := range map[string]*resourceapi.ResourceClaimTemplate{
+		"invalid": invalid("mps-down"),
+		"valid":   e2eframework.ClaimTemplateFor(namespace, "valid-down", gpuDriver, gpuDriver, gpuConfig("TimeSlicing")),
+	} {
+		_, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, template, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("webhook down, failurePolicy Fail: the %s template: %v, want it denied (failed calling webhook)", name, err)
+		} else {
+			t.Logf("webhook down: the %s template denied: %v", name, err)
+		}
+	}
+	if _, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx,
+		e2eframework.ClaimTemplateFor(namespace, "no-config", gpuDriver, gpuDriver, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("webhook down: a template without GPUConfig was denied: %v (matchConditions should keep it from the webhook)", err)
+	}
+	scale(2)
+	// Spread over the two workers (the Deployment's pod anti-affinity): one node lost, one left.
+	webhookPods, err := client.CoreV1().Pods(gpuNamespace).List(ctx, metav1.ListOptions{LabelSelector: gpuWebhookLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, pod := range webhookPods.Items {
+		nodes[pod.Spec.NodeName] = true
+	}
+	if len(webhookPods.Items) != 2 || len(nodes) != 2 {
+		t.Errorf("webhook replicas on nodes %v (%d pods), want two pods on two nodes", nodes, len(webhookPods.Items))
+	}
+
+	// A template that predates the webhook: its configuration removed, the template created, the
+	// configuration put back as it was.
+	const registrationName = "gpu-driver" // deploy/gpu-driver/webhook.yaml
+	webhooks := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	registration, err := webhooks.Get(ctx, registrationName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the example driver's ValidatingWebhookConfiguration: %v", err)
+	}
+	restore := registration.DeepCopy()
+	restore.ResourceVersion, restore.UID, restore.ManagedFields, restore.CreationTimestamp = "", "", nil, metav1.Time{}
+	restored := false
+	putBack := func(ctx context.Context) {
+		if restored {
+			return
+		}
+		if _, err := webhooks.Create(ctx, restore, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("putting the webhook's configuration back: %v", err)
+			return
+		}
+		restored = true
+	}
+	t.Cleanup(func() { putBack(context.WithoutCancel(ctx)) })
+	if err := webhooks.Delete(ctx, registrationName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The API server may still call the webhook for a moment.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, invalid("mps"), metav1.CreateOptions{})
+		return err == nil, nil
+	})
+	putBack(ctx)
+	if err != nil {
+		t.Fatalf("without the webhook's configuration: the invalid template was not admitted: %v", err)
 	}
 	var wantFailed []string
 	for _, w := range workers {
@@ -397,7 +462,7 @@ func TestWebhookDownAndBack(t *testing.T) {
 			if pod.Status.Reason != failfastdra.PodFailedReason || !strings.Contains(pod.Status.Message, words) {
 				t.Errorf("pod %s on %s: %s: %s; want %s and the driver's words", name, w, pod.Status.Reason, pod.Status.Message, failfastdra.PodFailedReason)
 			}
-			t.Logf("webhook down: pod %s on %s Failed: %s", name, w, pod.Status.Message)
+			t.Logf("template that predates the webhook: pod %s on %s Failed: %s", name, w, pod.Status.Message)
 			continue
 		}
 		// The stock kubelet reports the failed prepare in an event and retries.
@@ -416,12 +481,11 @@ func TestWebhookDownAndBack(t *testing.T) {
 		if pod.Status.Phase != v1.PodPending {
 			t.Errorf("pod %s on %s: %s, want Pending: the stock kubelet retries", name, w, pod.Status.Phase)
 		}
-		t.Logf("webhook down: pod %s on %s %s, prepare failures reported as events", name, w, pod.Status.Phase)
+		t.Logf("template that predates the webhook: pod %s on %s %s, prepare failures reported as events", name, w, pod.Status.Phase)
 	}
 
-	scale(2)
-	var err error
-	// The API server may still be routing to the old endpoints for a moment.
+	// The API server may still be routing to the old endpoints, or lack the configuration, for a
+	// moment.
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err = client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, invalid("mps-again"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), words), nil

@@ -50,8 +50,9 @@ const (
 // none equal. Meanwhile honest claims are created through the API server, one after the other.
 // It reports the forged reviews' answers, the honest creates' p50 and p99 without and with the
 // load, and the webhook processes' peak resident memory (VmHWM); it checks that every honest
-// claim is admitted, that invalid config is still denied under the load (with failurePolicy
-// Ignore, a webhook that times out admits it), and that no webhook container restarted.
+// claim is admitted, that invalid config is still denied under the load (the registration's
+// failurePolicy Fail: a review the webhook refuses (429) or lets time out is a denial; with Ignore
+// it was an admission), and that no webhook container restarted.
 // Not in make test (KIND_TEST_SKIP in hack/test.sh): a measurement, about 90 s.
 func TestWebhookUnderForgedLoad(t *testing.T) {
 	connect(t) // the cluster's checks

@@ -102,7 +102,9 @@ type Handler struct {
 	MaxRequestBytes int64
 	// Timeout bounds the handling of one request; 0 is DefaultTimeout, at
 	// most MaxTimeout. A shorter timeout that the API server sends (the
-	// timeout query parameter) takes precedence.
+	// timeout query parameter) takes precedence, less a margin (a tenth,
+	// at least 250ms), so that the handler answers before the API server
+	// stops waiting.
 	Timeout time.Duration
 	// MaxConcurrent bounds the requests validated at once, and
 	// MaxConcurrentLarge those with a body larger than SmallRequestBytes
@@ -271,16 +273,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// timeout is Timeout, cut to MaxTimeout and to what the API server waits.
+// timeout is Timeout, cut to MaxTimeout and to a little less than what the
+// API server waits (answerMargin): the handler's own answer, an HTTP error
+// that says why, reaches the API server before it gives up on its own and
+// applies the failure policy to a bare timeout.
 func (h *Handler) timeout(r *http.Request) time.Duration {
 	timeout := h.maxTimeout()
 	// The API server calls webhooks with ?timeout=<timeoutSeconds>s.
 	if value := r.URL.Query().Get("timeout"); value != "" {
 		if d, err := time.ParseDuration(value); err == nil && d > 0 {
-			timeout = min(timeout, d)
+			timeout = min(timeout, d-answerMargin(d))
 		}
 	}
 	return timeout
+}
+
+// answerMargin is how much sooner than the API server's timeout d the
+// handler gives up: a tenth of it, at least 250ms (the way back), and never
+// more than half of it.
+func answerMargin(d time.Duration) time.Duration {
+	return min(max(d/10, 250*time.Millisecond), d/2)
 }
 
 // maxTimeout is Timeout with its default, cut to MaxTimeout.

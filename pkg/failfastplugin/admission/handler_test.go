@@ -601,3 +601,33 @@ func TestValidationStopsWhenAnswered(t *testing.T) {
 		t.Errorf("validator called %d times after the request was answered, want only the first entry", got)
 	}
 }
+
+// TestTimeout: the handler gives up a little before the API server does
+// (the timeout it sends, less a tenth, at least 250ms, at most half), and
+// never later than its own Timeout or MaxTimeout.
+func TestTimeout(t *testing.T) {
+	for name, tc := range map[string]struct {
+		timeout time.Duration
+		url     string
+		want    time.Duration
+	}{
+		"no timeout sent":                 {url: "/validate", want: DefaultTimeout},
+		"no timeout sent, own":            {timeout: 3 * time.Second, url: "/validate", want: 3 * time.Second},
+		"own above the maximum":           {timeout: time.Hour, url: "/validate", want: MaxTimeout},
+		"registration's 5s":               {url: "/validate?timeout=5s", want: 4500 * time.Millisecond},
+		"API server's 1s":                 {url: "/validate?timeout=1s", want: 750 * time.Millisecond},
+		"API server's 200ms":              {url: "/validate?timeout=200ms", want: 100 * time.Millisecond},
+		"own shorter than API server's":   {timeout: 2 * time.Second, url: "/validate?timeout=5s", want: 2 * time.Second},
+		"API server's 30s":                {url: "/validate?timeout=30s", want: DefaultTimeout},
+		"API server's 30s, own 30s":       {timeout: 30 * time.Second, url: "/validate?timeout=30s", want: 27 * time.Second},
+		"unreadable timeout is ignored":   {url: "/validate?timeout=soon", want: DefaultTimeout},
+		"non-positive timeout is ignored": {url: "/validate?timeout=0s", want: DefaultTimeout},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := &Handler{DriverName: testDriver, Validate: testValidate, Timeout: tc.timeout}
+			if got := h.timeout(httptest.NewRequest(http.MethodPost, tc.url, nil)); got != tc.want {
+				t.Errorf("timeout = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
