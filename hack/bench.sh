@@ -16,4 +16,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ "$(id -u)" -eq 0 ] || die "run as root: the benchmark runs a real kubelet and containerd (like make demo)"
 "${REPO_ROOT}/hack/build.sh"
 cd "${REPO_ROOT}" || exit 1
-exec "${OUTPUT_DIR}/bin/dra-failfast-bench" -mode "${BENCH_MODE:-full}" "$@"
+# KUBE_VERSION's kubelets (hack/lib.sh also points the local cluster at that version's control plane).
+exec "${OUTPUT_DIR}/bin/dra-failfast-bench" -mode "${BENCH_MODE:-full}" \
+  -fork-kubelet "${VERSION_BIN_DIR}/kubelet" -stock-kubelet "${VERSION_BIN_DIR}/kubelet-stock" "$@"

@@ -25,14 +25,22 @@ cd "${REPO_ROOT}" || exit 1
 # (hack/tree.sh) into _output/bin/<version>, static as upstream releases it; everything else is not
 # tied to the Kubernetes version: built for the default and linked there.
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then
-  KUBE_VERSION=${DEFAULT_KUBE_VERSION} "${BASH_SOURCE[0]}" "$@"
+  # The default's steps but kube: its control plane is not needed here.
+  default_args=() default_steps=false want_kube=false
   for arg in "$@"; do
-    [ "${arg}" != kube ] || only_kube=true
-    [[ "${arg}" == -* ]] || some_steps=true
+    case "${arg}" in
+      -*) default_args+=("${arg}") ;;
+      kube) want_kube=true ;;
+      *) default_args+=("${arg}") default_steps=true ;;
+    esac
   done
-  if [ "${some_steps:-false}" = true ] && [ "${only_kube:-false}" = false ]; then
-    exit 0
+  if ! ${want_kube} && ! ${default_steps}; then # no step named: all of them
+    want_kube=true default_steps=true default_args+=(debs etcd containerd tools images)
   fi
+  if ${default_steps}; then
+    KUBE_VERSION=${DEFAULT_KUBE_VERSION} "${BASH_SOURCE[0]}" "${default_args[@]}"
+  fi
+  ${want_kube} || exit 0
   # shellcheck source-path=SCRIPTDIR
   source "${REPO_ROOT}/hack/tree.sh"
   with_tree_lock ensure_pristine

@@ -34,7 +34,7 @@ for arg in "$@"; do
   esac
 done
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
-mkdir -p "${KIND_BIN}" "${KIND_IMAGES}" "${KIND_CACHE}"
+mkdir -p "${KIND_BIN}" "${KIND_TOOLS_BIN}" "${KIND_IMAGES}" "${KIND_CACHE}"
 
 # The control-plane images reuse the local cluster's static binaries (hack/build-cluster-binaries.sh);
 # kube-proxy and kubeadm are built here, static too, as upstream builds them.
@@ -43,14 +43,24 @@ build_binaries() {
   hack/build-kubelet.sh
   hack/build-kubelet.sh --stock
   hack/build-cluster-binaries.sh kube etcd containerd tools images
-  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  ldflags="-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")"
-  log "building kube-proxy kubeadm (${KUBE_VERSION}, static)"
-  CGO_ENABLED=0 go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="${ldflags}" -o "${KIND_BIN}/" \
-    k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
+  if [ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ]; then
+    date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+    ldflags="-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")"
+    log "building kube-proxy kubeadm (${KUBE_VERSION}, static)"
+    CGO_ENABLED=0 go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="${ldflags}" -o "${KIND_BIN}/" \
+      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
+  else
+    # Another version's, from its pristine tree, as its control plane (hack/build-cluster-binaries.sh).
+    # shellcheck source-path=SCRIPTDIR
+    source "${REPO_ROOT}/hack/tree.sh"
+    with_tree_lock ensure_pristine
+    CGO_ENABLED=0 timed "go build ./cmd/kube-proxy ./cmd/kubeadm (${KUBE_VERSION}, static)" \
+      go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${KIND_BIN}/" \
+      ./cmd/kube-proxy ./cmd/kubeadm
+  fi
   # kind_env puts KIND_BIN first on PATH: the cluster's kubectl is the one of KUBE_VERSION.
-  cp "${OUTPUT_DIR}/bin/kubectl" "${KIND_BIN}/kubectl"
-  go build -o "${KIND_BIN}/" ./hack/kind/runtime-wrapper
+  cp "${VERSION_BIN_DIR}/kubectl" "${KIND_BIN}/kubectl"
+  go build -o "${KIND_TOOLS_BIN}/" ./hack/kind/runtime-wrapper
   # kind with its own pinned dependencies, as its release is built.
   go_install_static kind "sigs.k8s.io/kind@${KIND_VERSION}"
   go_install_static coredns "github.com/coredns/coredns@${COREDNS_VERSION}"
@@ -58,26 +68,26 @@ build_binaries() {
   go_install_static flannel-cni "github.com/containernetworking/plugins/plugins/meta/flannel@${FLANNEL_CNI_VERSION}"
 }
 
-# go_install_static NAME PACKAGE@VERSION: `go install` with no cgo into KIND_BIN/NAME, cached by a
-# stamp file.
+# go_install_static NAME PACKAGE@VERSION: `go install` with no cgo into KIND_TOOLS_BIN/NAME, cached
+# by a stamp file.
 go_install_static() {
   local name=$1 target=$2 stamp gobin
-  stamp="${KIND_BIN}/.${name}-${target##*@}"
-  [ -f "${stamp}" ] && [ -x "${KIND_BIN}/${name}" ] && return 0
+  stamp="${KIND_TOOLS_BIN}/.${name}-${target##*@}"
+  [ -f "${stamp}" ] && [ -x "${KIND_TOOLS_BIN}/${name}" ] && return 0
   log "building ${target} (static)"
   gobin=$(mktemp -d)
   CGO_ENABLED=0 GOBIN="${gobin}" GOFLAGS=-buildvcs=false go install -trimpath -ldflags="-s -w" "${target}"
-  mv "${gobin}"/* "${KIND_BIN}/${name}"
+  mv "${gobin}"/* "${KIND_TOOLS_BIN}/${name}"
   rmdir "${gobin}"
-  rm -f "${KIND_BIN}/.${name}-"*
+  rm -f "${KIND_TOOLS_BIN}/.${name}-"*
   touch "${stamp}"
 }
 
 # flanneld from its module, without two backends this cluster does not use: tencentvpc (its SDK is
 # not served by the module proxy) and udp (it needs cgo). host-gw is what deploy/kind uses.
 build_flanneld() {
-  local stamp="${KIND_BIN}/.flanneld-${FLANNEL_VERSION}" src dir
-  [ -f "${stamp}" ] && [ -x "${KIND_BIN}/flanneld" ] && return 0
+  local stamp="${KIND_TOOLS_BIN}/.flanneld-${FLANNEL_VERSION}" src dir
+  [ -f "${stamp}" ] && [ -x "${KIND_TOOLS_BIN}/flanneld" ] && return 0
   log "building github.com/flannel-io/flannel@${FLANNEL_VERSION} (static, without the tencentvpc and udp backends)"
   src=$(go mod download -json "github.com/flannel-io/flannel@${FLANNEL_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
   [ -n "${src}" ] || die "cannot download github.com/flannel-io/flannel@${FLANNEL_VERSION}"
@@ -86,38 +96,45 @@ build_flanneld() {
   chmod -R u+w "${dir}"
   sed -i -E '/"github.com\/flannel-io\/flannel\/pkg\/backend\/(tencentvpc|udp)"/d' "${dir}/main.go"
   [ "$(grep -cE 'pkg/backend/(tencentvpc|udp)"' "${dir}/main.go")" = 0 ] || die "flannel's main.go changed: update build_flanneld"
-  (cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "${KIND_BIN}/flanneld" .)
+  (cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "${KIND_TOOLS_BIN}/flanneld" .)
   rm -rf "${dir}"
-  rm -f "${KIND_BIN}/.flanneld-"*
+  rm -f "${KIND_TOOLS_BIN}/.flanneld-"*
   touch "${stamp}"
 }
 
 # The images kubeadm, kind's pod network and containerd's sandbox need, as OCI tarballs, named as
-# kubeadm v1.37.2 asks for them with imageRepository KIND_IMAGE_REPOSITORY.
+# KUBE_VERSION's kubeadm asks for them with imageRepository KIND_IMAGE_REPOSITORY. The control
+# plane and kube-proxy are KUBE_VERSION's; etcd, CoreDNS and pause are the same binaries on every
+# version, under the tags that version's kubeadm names (hack/kind/lib.sh).
 build_images() {
-  local repo=${KIND_IMAGE_REPOSITORY} etcd_tag bin
-  etcd_tag=$("${KIND_BIN}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" \
-    --image-repository "${repo}" 2>/dev/null | sed -n "s#^${repo}/etcd:##p")
-  [ -n "${etcd_tag}" ] || die "kubeadm names no etcd image"
-  for bin in kube-apiserver kube-controller-manager kube-scheduler; do
-    pack "${OUTPUT_DIR}/bin/${bin}" "${repo}/${bin}:${KUBE_VERSION}"
+  local repo=${KIND_IMAGE_REPOSITORY} bin want wanted name
+  wanted=$("${KIND_BIN}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" --image-repository "${repo}" 2>/dev/null)
+  kubeadm_tag() { sed -n "s#^${repo}/$1:##p" <<< "${wanted}"; }
+  for name in etcd coredns pause; do
+    [ -n "$(kubeadm_tag "${name}")" ] || die "kubeadm ${KUBE_VERSION} names no ${name} image: ${wanted}"
   done
-  pack "${OUTPUT_DIR}/bin/etcd" "${repo}/etcd:${etcd_tag}"
-  pack "${KIND_BIN}/coredns" "${repo}/coredns:${COREDNS_VERSION}"
-  pack "${OUTPUT_DIR}/bin/test-workload" "${repo}/pause:${PAUSE_VERSION}" --entrypoint /test-workload,--mode=pause
+  for bin in kube-apiserver kube-controller-manager kube-scheduler; do
+    pack "${VERSION_BIN_DIR}/${bin}" "${repo}/${bin}:${KUBE_VERSION}"
+  done
+  pack "${OUTPUT_DIR}/bin/etcd" "${repo}/etcd:$(kubeadm_tag etcd)"
+  pack "${KIND_TOOLS_BIN}/coredns" "${repo}/coredns:$(kubeadm_tag coredns)"
+  # The sandbox image of the node's containerd (the base image, shared by every version), and the
+  # pause kubeadm names if it is another tag.
+  for name in $(printf '%s\n' "${PAUSE_VERSION}" "$(kubeadm_tag pause)" | sort -u); do
+    pack "${OUTPUT_DIR}/bin/test-workload" "${repo}/pause:${name}" --entrypoint /test-workload,--mode=pause
+  done
   # kube-proxy and flanneld run iptables: a Debian layer under them (the rootfs step).
   pack "${KIND_BIN}/kube-proxy" "${repo}/kube-proxy:${KUBE_VERSION}" \
     --base-layer "${KIND_CACHE}/rootfs-iptables.tar" --links /usr/local/bin/kube-proxy \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-  pack "${KIND_BIN}/flanneld" "${repo}/flannel:${FLANNEL_VERSION}" \
+  pack "${KIND_TOOLS_BIN}/flanneld" "${repo}/flannel:${FLANNEL_VERSION}" \
     --base-layer "${KIND_CACHE}/rootfs-iptables.tar" \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   # Every name kubeadm will ask for must be there: nothing is ever pulled.
-  local want
-  for want in $("${KIND_BIN}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" --image-repository "${repo}" 2>/dev/null); do
+  for want in ${wanted}; do
     [ -f "${KIND_IMAGES}/$(image_file "${want}")" ] || die "no image for ${want}, which kubeadm asks for"
   done
-  log "images: $(find "${KIND_IMAGES}" -maxdepth 1 -name '*.tar' -printf '%f ')($(du -sh "${KIND_IMAGES}" | cut -f1))"
+  log "images: $(find "${KIND_IMAGES}" -maxdepth 1 -name '*.tar' -printf '%f ')($(find "${KIND_IMAGES}" -maxdepth 1 -name '*.tar' -printf '%s\n' | awk '{s += $1} END {print s}' | numfmt --to=iec))"
 }
 
 image_file() {
@@ -183,7 +200,7 @@ build_rootfs() {
 build_base_image() {
   local files dir key
   files="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/images/base/files"
-  key=$(cat "${KIND_CACHE}/rootfs-node.tar.key" "${OUTPUT_DIR}/bin/containerd" "${KIND_BIN}/flannel-cni" \
+  key=$(cat "${KIND_CACHE}/rootfs-node.tar.key" "${OUTPUT_DIR}/bin/containerd" "${KIND_TOOLS_BIN}/flannel-cni" \
     deploy/kind/node/preload-images.* hack/kind-image.sh | sha256sum | cut -c1-16)
   if docker image inspect "${KIND_BASE_IMAGE}" --format '{{index .Config.Labels "dra-failfast.key"}}' 2>/dev/null | grep -qx "${key}"; then
     log "base image ${KIND_BASE_IMAGE}: up to date"
@@ -216,7 +233,7 @@ build_base_image() {
       > "${dir}/etc/containerd/cri-base.json"
   mkdir -p "${dir}/opt/cni/bin"
   cp "${dir}"/usr/lib/cni/* "${dir}/opt/cni/bin/"
-  install -m 0755 "${KIND_BIN}/flannel-cni" "${dir}/opt/cni/bin/flannel"
+  install -m 0755 "${KIND_TOOLS_BIN}/flannel-cni" "${dir}/opt/cni/bin/flannel"
   install -m 0755 deploy/kind/node/preload-images.sh "${dir}/kind/bin/"
   install -m 0644 deploy/kind/node/preload-images.service "${dir}/etc/systemd/system/"
   # What kind's base Dockerfile RUNs.
@@ -247,9 +264,9 @@ build_node_images() {
   cp "${KIND_BIN}/kubeadm" "${KIND_BIN}/kubectl" "${context}/"
   for variant in fork stock; do
     if [ "${variant}" = fork ]; then
-      image=${KIND_NODE_IMAGE} kubelet="${OUTPUT_DIR}/bin/kubelet"
+      image=${KIND_NODE_IMAGE} kubelet="${VERSION_BIN_DIR}/kubelet"
     else
-      image=${KIND_STOCK_NODE_IMAGE} kubelet="${OUTPUT_DIR}/bin/kubelet-stock"
+      image=${KIND_STOCK_NODE_IMAGE} kubelet="${VERSION_BIN_DIR}/kubelet-stock"
     fi
     cp "${kubelet}" "${context}/kubelet"
     DOCKER_BUILDKIT=0 docker build --network none -q --build-arg "BASE_IMAGE=${KIND_BASE_IMAGE}" -t "${image}" "${context}" > /dev/null

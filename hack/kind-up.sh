@@ -17,7 +17,7 @@ cd "${REPO_ROOT}" || exit 1
 if [ "${1:-}" = --print-env ]; then
   "${REPO_ROOT}/hack/kind/engine.sh" env
   echo "export KUBECONFIG=${KIND_KUBECONFIG}"
-  echo "export PATH=${KIND_BIN}:\${PATH}"
+  echo "export PATH=${KIND_BIN}:${KIND_TOOLS_BIN}:\${PATH}"
   exit 0
 fi
 
@@ -25,17 +25,18 @@ start=$(date +%s)
 hack/kind/engine.sh start
 kind_env
 hack/kind-image.sh
-# The config the cluster was created from, so that a cluster of another config is not reused.
+# The config the cluster was created from, with its Kubernetes version, so that a cluster of
+# another config or version is not reused.
 created_from="${KIND_DIR}/cluster-config"
+config=$(kind_cluster_config)
 if kind get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
-  [ "$(cat "${created_from}" 2>/dev/null)" = "${KIND_CONFIG}" ] ||
-    die "cluster ${KIND_CLUSTER} exists, created from $(cat "${created_from}" 2>/dev/null || echo "an unknown config"), not ${KIND_CONFIG}: make kind-down first"
-  log "cluster ${KIND_CLUSTER} (${KIND_CONFIG}) exists: checking it"
+  [ "$(cat "${created_from}" 2>/dev/null)" = "${KIND_CONFIG} ${KUBE_VERSION}" ] ||
+    die "cluster ${KIND_CLUSTER} exists, created from $(cat "${created_from}" 2>/dev/null || echo "an unknown config"), not ${KIND_CONFIG} ${KUBE_VERSION}: make kind-down first"
+  log "cluster ${KIND_CLUSTER} (${KIND_CONFIG}, ${KUBE_VERSION}) exists: checking it"
 else
-  timed "kind create cluster (${KIND_CONFIG})" kind create cluster --config "${KIND_CONFIG}" --kubeconfig "${KIND_KUBECONFIG}" --wait 5m
-  echo "${KIND_CONFIG}" > "${created_from}"
+  timed "kind create cluster (${KIND_CONFIG}, ${KUBE_VERSION})" kind create cluster --config "${config}" --kubeconfig "${KIND_KUBECONFIG}" --wait 5m
+  echo "${KIND_CONFIG} ${KUBE_VERSION}" > "${created_from}"
 fi
-
 check_cluster() {
   kubectl wait --for=condition=Ready nodes --all --timeout=3m > /dev/null
   kubectl -n kube-system wait --for=condition=Ready pods -l k8s-app=kube-dns --timeout=3m > /dev/null

@@ -20,13 +20,14 @@ supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
   { printf 'ERROR: KUBE_VERSION=%s is not supported by this fork (supported: %s)\n' "${KUBE_VERSION}" "${SUPPORTED_KUBE_VERSIONS[*]}" >&2; exit 1; }
 unset supported
-# The scripts that work on every supported version so far; the others (kind, bench, releases, the
-# upstream e2e suite, make e2e outside test-versions) build and run the default version only, and
-# stop at once on another rather than mix versions (docs/versions.md, "What runs on which version").
+# The scripts that work on every supported version; the others (the upstream-shaped series, the kind
+# tests, the library's checks) are the default version's and stop at once on another rather than
+# mix versions (docs/versions.md, "What runs on which version").
 PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh
-  build-cluster-binaries.sh build.sh demo.sh)
+  build-cluster-binaries.sh build.sh demo.sh kind-image.sh kind-up.sh kind-down.sh kind-demo.sh
+  kind-deploy-driver.sh engine.sh release.sh verify-release.sh test-upstream-e2e.sh bench.sh)
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]]; then
-  printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only so far; on %s the kubelets, their tests and the local cluster are ready (make kubelet, make demo, make test-versions), not yet the rest (docs/versions.md)\n' \
+  printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only; on %s: make kubelet, demo, kind-demo, release, bench, test-versions (docs/versions.md)\n' \
     "${KUBE_VERSION}" "hack/$(basename "$0")" "${DEFAULT_KUBE_VERSION}" "${KUBE_VERSION}" >&2
   exit 1
 fi

@@ -35,6 +35,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 "${REPO_ROOT}/hack/build.sh"
 
 E2E_BIN_DIR="${OUTPUT_DIR}/upstream-e2e/bin"
+runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on}
+if ${ported}; then
+  # The upstream-shaped series is written against one version (upstream/README.md); on the others
+  # the stock kubelet and the fork's, with that version's own specs.
+  E2E_BIN_DIR+="/${KUBE_VERSION}"
+  runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on}
+  [[ ",${runs}," != *,series-* ]] ||
+    die "UPSTREAM_E2E_RUNS=${runs}: the upstream-shaped series' runs need the default KUBE_VERSION (${DEFAULT_KUBE_VERSION})"
+fi
 mkdir -p "${E2E_BIN_DIR}"
 with_tree_lock ensure_pristine
 with_tree_lock ensure_patched
@@ -48,7 +57,6 @@ build_e2e_node() {
 }
 timed "e2e_node.test (pristine tree)" \
   build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"
-runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on}
 series_args=()
 if [[ ",${runs}," == *,series-* ]]; then
   "${REPO_ROOT}/hack/build-kubelet.sh" --series
@@ -72,7 +80,11 @@ if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install 
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >/dev/null
 fi
+# upstream-e2e names the default version's busybox; the tag is the one KUBE_VERSION's specs use.
 busybox_image=$("${BIN_DIR}/upstream-e2e" -busybox-image-name)
+busybox_tag=$(sed -n 's/^\s*configs\[BusyBox\] = Config{[^,]*, "busybox", "\([^"]*\)"}$/\1/p' "${PRISTINE_TREE}/test/utils/image/manifest.go")
+[ -n "${busybox_tag}" ] || die "no busybox tag in ${KUBE_VERSION}'s test/utils/image/manifest.go"
+busybox_image="${busybox_image%:*}:${busybox_tag}"
 "${BIN_DIR}/imagepack" --binary /bin/busybox --name "${busybox_image}" \
   --links "$(/bin/busybox --list | sed 's|^|/bin/|' | paste -sd, -)" \
   --env PATH=/bin --entrypoint /bin/sh --output "${OUTPUT_DIR}/images/busybox.tar"
@@ -100,4 +112,5 @@ esac
   "${own_args[@]}" "${series_args[@]}" \
   -kubelet-config "${PRISTINE_TREE}/test/e2e_node/jenkins/default-kubelet-config.yaml" \
   -image "${OUTPUT_DIR}/images/busybox.tar" \
+  -stock-kubelet "${BIN_DIR}/kubelet-stock" -fork-kubelet "${BIN_DIR}/kubelet" \
   -runs "${runs}" "$@"

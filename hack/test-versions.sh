@@ -15,16 +15,26 @@
 #            plane (needs root). TEST_VERSIONS_CONTROL_PLANE=default runs it under the default
 #            version's control plane instead: a kubelet older than its API server, as the skew
 #            policy allows and as every node is during a control plane upgrade.
+#   upstream-e2e  upstream's own DRA node e2e suite of that version (its pristine tree's
+#            test/e2e_node) against that version's fork kubelet with the gate off and on, the fork's
+#            own KEP-5322 specs with the gate on (hack/test-upstream-e2e.sh; needs root). By default
+#            the specs that prepare and unprepare claims, on the host, as make test runs them:
+#            TEST_VERSIONS_UPSTREAM_E2E_RUNS (default fork-gate-off,fork-gate-on; add stock to
+#            compare spec by spec) and TEST_VERSIONS_UPSTREAM_E2E_ARGS (default
+#            -prepare-specs-only; empty for the whole suite) choose more.
+#   bench    the benchmark's failing path with that version's fork kubelet on the local cluster of
+#            that version's control plane (BENCH_MODE=failing: driver answer -> Failed, and the
+#            raised-QPS storm; needs root).
 # make test runs the unit stage on every version but the default (hack/test.sh, stage versions),
 # whose full suite runs in the other stages of make test.
 #
-# Usage: hack/test-versions.sh [STAGE...]      (default: series unit e2e)
+# Usage: hack/test-versions.sh [STAGE...]      (default: series unit e2e upstream-e2e bench)
 # Environment: TEST_VERSIONS="v1.36.3 ..."     (default: every supported version)
 #              TEST_VERSIONS_REPORT=FILE       (default: _output/test-versions/versions.md)
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ALL_STAGES=(series unit e2e)
+ALL_STAGES=(series unit e2e upstream-e2e bench)
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 for stage in "${stages[@]}"; do
@@ -44,6 +54,18 @@ run_stage() {
     series) KUBE_VERSION=${version} "${REPO_ROOT}/hack/verify-patches.sh" > "${log}" 2>&1 || rc=$? ;;
     unit) KUBE_VERSION=${version} "${REPO_ROOT}/hack/test-upstream.sh" > "${log}" 2>&1 || rc=$? ;;
     e2e) e2e "${version}" > "${log}" 2>&1 || rc=$? ;;
+    upstream-e2e)
+      rm -rf "${results}/${version}-upstream-e2e"
+      # shellcheck disable=SC2086 # the arguments are words
+      KUBE_VERSION=${version} UPSTREAM_E2E_NODE=${UPSTREAM_E2E_NODE:-host} \
+        UPSTREAM_E2E_RUNS=${TEST_VERSIONS_UPSTREAM_E2E_RUNS:-fork-gate-off,fork-gate-on} \
+        "${REPO_ROOT}/hack/test-upstream-e2e.sh" -out "${results}/${version}-upstream-e2e" \
+        ${TEST_VERSIONS_UPSTREAM_E2E_ARGS--prepare-specs-only} > "${log}" 2>&1 || rc=$?
+      ;;
+    bench)
+      rm -rf "${results}/${version}-bench"
+      KUBE_VERSION=${version} BENCH_MODE=failing "${REPO_ROOT}/hack/bench.sh" -out "${results}/${version}-bench" > "${log}" 2>&1 || rc=$?
+      ;;
   esac
   case "${stage}" in
     series)
@@ -55,12 +77,25 @@ run_stage() {
       [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || summary+="/${version}"
       detail=$(tail -2 "${summary}/summary.txt" 2>/dev/null | paste -sd';' | sed 's/;/; /') || detail=""
       ;;
+    upstream-e2e)
+      detail=$(grep -E '^(tests|verdict):' "${log}" | paste -sd';' | sed 's/;/; /')
+      ;;
+    bench)
+      detail=$(bench_detail "${results}/${version}-bench")
+      ;;
     e2e)
       detail="$(grep -c '^--- PASS' "${log}") passed, $(grep -c '^--- FAIL' "${log}") failed, $(grep -c '^--- SKIP' "${log}") skipped; kubelet $(sed -n 's/.*kubelet under test: Kubernetes \(.*\)$/\1/p' "${log}" | head -1), control plane $(sed -n 's/.*control plane: Kubernetes \(.*\)$/\1/p' "${log}" | head -1)"
       ;;
   esac
   echo "$([ "${rc}" -eq 0 ] && echo passed || echo FAILED) $(($(date +%s) - start)) ${detail}"
   return "${rc}"
+}
+
+# bench_detail DIR: the failing path's figures from the benchmark's results in DIR.
+bench_detail() {
+  local results="$1/results.json"
+  [ -f "${results}" ] || { echo "no results"; return 0; }
+  jq -r '.timeToFailed | "driver answer -> Failed p50 \(.driverToFailedMs.p50) / p99 \(.driverToFailedMs.p99) ms, create -> Failed p99 \(.applyToFailedMs.p99) ms (\(.pods) pods x \(.runs | length) runs)"' "${results}"
 }
 
 # e2e VERSION: builds VERSION's fork and stock kubelets and the control plane of the local cluster
@@ -106,8 +141,8 @@ for version in "${versions[@]}"; do
 done
 
 {
-  echo "| version | series (ported, budget, ./cmd/kubelet built) | unit (upstream's tests of the touched packages and pkg/kubelet/cm/dra, in that tree) | e2e (test/e2e_node with that version's kubelets on the local cluster) |"
-  echo "|---|---|---|---|"
+  echo "| version | series (ported, budget, ./cmd/kubelet built) | unit (upstream's tests of the touched packages and pkg/kubelet/cm/dra, in that tree) | e2e (test/e2e_node with that version's kubelets on the local cluster) | upstream-e2e (upstream's DRA e2e_node specs of that version, the fork with the gate off and on) | bench (failing path, fork) |"
+  echo "|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   echo
   dirty=""

@@ -131,7 +131,7 @@ start_engine() {
   fi
   install_engine
   record_host
-  [ -x "${KIND_BIN}/runtime-wrapper" ] || go build -o "${KIND_BIN}/" "${REPO_ROOT}/hack/kind/runtime-wrapper"
+  [ -x "${KIND_TOOLS_BIN}/runtime-wrapper" ] || go build -o "${KIND_TOOLS_BIN}/" "${REPO_ROOT}/hack/kind/runtime-wrapper"
   mkdir -p "${ENGINE_STATE}" "${ENGINE_RUN}"
   echo '{}' > "${ENGINE_STATE}/daemon.json"
   log "starting dockerd (state ${ENGINE_STATE#"${REPO_ROOT}/"}, socket ${ENGINE_SOCKET})"
@@ -140,7 +140,7 @@ start_engine() {
     --data-root "${ENGINE_STATE}/data" --exec-root "${ENGINE_RUN}/exec" --pidfile "${ENGINE_PID}" \
     -H "unix://${ENGINE_SOCKET}" --storage-driver overlay2 \
     --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
-    --add-runtime "${RUNTIME_NAME}=${KIND_BIN}/runtime-wrapper" --default-runtime "${RUNTIME_NAME}" \
+    --add-runtime "${RUNTIME_NAME}=${KIND_TOOLS_BIN}/runtime-wrapper" --default-runtime "${RUNTIME_NAME}" \
     > "${KIND_DIR}/dockerd.log" 2>&1 < /dev/null &
   local i
   for i in $(seq 1 60); do

@@ -12,7 +12,9 @@ package kind
 import (
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -356,4 +358,91 @@ func TestDriverPolicyMounted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// On another Kubernetes version than the default, make kind-up creates the cluster from a copy of
+// the config (hack/kind/lib.sh, kind_cluster_config) that names that version's node images and
+// gives the control plane the gates and API version that serve DeviceTaintRules there; nothing
+// else of the config changes.
+func TestClusterConfigOfAnotherVersion(t *testing.T) {
+	lib := string(repoFile(t, "hack", "lib.sh"))
+	versions := regexp.MustCompile(`(?m)^SUPPORTED_KUBE_VERSIONS=\(([^)]*)\)$`).FindStringSubmatch(lib)
+	_, defaultStock := nodeImages(t)
+	def := strings.TrimSuffix(strings.TrimPrefix(defaultStock, "dra-failfast/kind-node:"), "-stock")
+	if versions == nil {
+		t.Fatal("hack/lib.sh sets no SUPPORTED_KUBE_VERSIONS")
+	}
+	wantServed := map[string]struct {
+		gates         map[string]bool
+		runtimeConfig map[string]string
+	}{
+		"v1.36": {map[string]bool{"DRADeviceTaintRules": true}, map[string]string{"resource.k8s.io/v1beta2": "true"}},
+		"v1.35": {map[string]bool{"DRADeviceTaints": true, "DRADeviceTaintRules": true}, map[string]string{"resource.k8s.io/v1alpha3": "true"}},
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range strings.Fields(versions[1]) {
+		if version == def {
+			continue
+		}
+		for _, config := range []string{"deploy/kind/cluster.yaml", "deploy/kind/mixed-cluster.yaml"} {
+			t.Run(version+"/"+filepath.Base(config), func(t *testing.T) {
+				dir := t.TempDir()
+				// Named as the script that calls it: lib.sh lets only some scripts run on another version.
+				script := filepath.Join(dir, "kind-up.sh")
+				body := "source " + filepath.Join(root, "hack", "lib.sh") + "\nsource " + filepath.Join(root, "hack", "kind", "lib.sh") +
+					"\ncd " + root + "\nkind_cluster_config\n"
+				if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.CommandContext(t.Context(), "bash", script)
+				cmd.Env = append(os.Environ(), "KUBE_VERSION="+version, "OUTPUT_DIR="+dir, "KIND_CONFIG="+config)
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("kind_cluster_config: %v", err)
+				}
+				path := strings.TrimSpace(string(out))
+				if !strings.HasPrefix(path, dir) {
+					t.Fatalf("kind_cluster_config wrote %s, outside OUTPUT_DIR", path)
+				}
+				written, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got, orig kindv1alpha4.Cluster
+				if err := yaml.UnmarshalStrict(written, &got); err != nil {
+					t.Fatalf("not a kind Cluster: %v\n%s", err, written)
+				}
+				if err := yaml.UnmarshalStrict(repoFile(t, strings.Split(config, "/")...), &orig); err != nil {
+					t.Fatal(err)
+				}
+				want := wantServed[version[:strings.LastIndex(version, ".")]]
+				if want.gates == nil {
+					t.Fatalf("this test does not know what %s's control plane needs", version)
+				}
+				if !maps.Equal(got.FeatureGates, want.gates) || !maps.Equal(got.RuntimeConfig, want.runtimeConfig) {
+					t.Errorf("featureGates %v runtimeConfig %v, want %v %v", got.FeatureGates, got.RuntimeConfig, want.gates, want.runtimeConfig)
+				}
+				if len(got.Nodes) != len(orig.Nodes) {
+					t.Fatalf("%d nodes, the config has %d", len(got.Nodes), len(orig.Nodes))
+				}
+				for i, node := range got.Nodes {
+					wantImage := strings.Replace(orig.Nodes[i].Image, def, version, 1)
+					if node.Image != wantImage || wantImage == orig.Nodes[i].Image {
+						t.Errorf("node %d runs %s, want %s", i, node.Image, wantImage)
+					}
+					node.Image = orig.Nodes[i].Image
+					if !reflect.DeepEqual(node, orig.Nodes[i]) {
+						t.Errorf("node %d differs from the config's beyond its image:\n%+v\n%+v", i, node, orig.Nodes[i])
+					}
+				}
+				got.FeatureGates, got.RuntimeConfig, got.Nodes, orig.Nodes = nil, nil, nil, nil
+				if !reflect.DeepEqual(got, orig) {
+					t.Errorf("the config differs beyond nodes' images, gates and runtimeConfig:\n%+v\n%+v", got, orig)
+				}
+			})
+		}
+	}
 }

@@ -115,16 +115,18 @@ func TestRefusals(t *testing.T) {
 		script, version, want string
 	}{
 		{"build-kubelet.sh", "v1.34.0", "KUBE_VERSION=v1.34.0 is not supported by this fork"},
-		{"kind-demo.sh", older, "KUBE_VERSION=" + older + ": hack/kind-demo.sh runs on " + def + " only so far"},
-		{"bench.sh", older, "hack/bench.sh runs on " + def + " only so far"},
-		{"release.sh", older, "hack/release.sh runs on " + def + " only so far"},
+		{"test-kind.sh", older, "KUBE_VERSION=" + older + ": hack/test-kind.sh runs on " + def + " only"},
+		{"test-series.sh", older, "hack/test-series.sh runs on " + def + " only"},
+		{"verify-adoption.sh", older, "hack/verify-adoption.sh runs on " + def + " only"},
 	} {
 		out, err := libSh(t, tc.script, tc.version, "KUBE_VERSION")
 		if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "KUBE_VERSION="+tc.version+"\n") {
 			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant a refusal containing %q", tc.script, tc.version, err, out, tc.want)
 		}
 	}
-	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh", "build.sh", "build-cluster-binaries.sh", "demo.sh"} {
+	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh", "build.sh", "build-cluster-binaries.sh", "demo.sh",
+		"kind-image.sh", "kind-up.sh", "kind-down.sh", "kind-demo.sh", "kind-deploy-driver.sh", "engine.sh",
+		"release.sh", "verify-release.sh", "test-upstream-e2e.sh", "bench.sh"} {
 		if out, err := libSh(t, script, older, "KUBE_VERSION"); err != nil || !strings.Contains(out, "KUBE_VERSION="+older+"\n") {
 			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant it to run", script, older, err, out)
 		}
