@@ -33,6 +33,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
 [ "$(id -u)" -eq 0 ] || die "run as root: the suite runs a real kubelet and containerd (like make demo)"
 "${REPO_ROOT}/hack/build.sh"
+# Upstream's kubelet config for the suite evicts every pod while the node's file system has less
+# than nodefs.available (10 %) free, and then reclaims 5 % more: every spec would time out waiting
+# for a pod. Say so before building anything.
+nodefs_hard=$(sed -n 's/^ *nodefs.available: *\([0-9]*\)%$/\1/p' "$(kube_module_dir)/test/e2e_node/jenkins/default-kubelet-config.yaml" | head -1)
+read -r fs_size fs_avail < <(df --output=size,avail -k /var/lib | tail -1)
+if [ -n "${nodefs_hard}" ] && [ $((fs_avail * 100)) -lt $(((nodefs_hard + 1) * fs_size)) ]; then
+  die "the file system of /var/lib/kubelet has $((fs_avail / 1048576)) GiB free of $((fs_size / 1048576)) GiB ($((fs_avail * 100 / fs_size)) %): upstream's suite evicts every pod below ${nodefs_hard} % free (nodefs.available in its kubelet config); free at least $(((nodefs_hard + 1) * fs_size / 100 / 1048576 - fs_avail / 1048576 + 1)) GiB (Go's build cache: go clean -cache)"
+fi
 
 E2E_BIN_DIR="${OUTPUT_DIR}/upstream-e2e/bin"
 runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on}
@@ -50,10 +58,11 @@ with_tree_lock ensure_patched
 with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
 
 # build_e2e_node TREE WORKSPACE OUT: upstream's node e2e test binary, with the tags of its
-# release build (hack/make-rules/test-e2e-node.sh builds it the same way).
+# release build (hack/make-rules/test-e2e-node.sh builds it the same way), and on an older tree
+# the fork's KUBE_GO_TAGS (hack/lib.sh).
 build_e2e_node() {
   (cd "$1" && GOWORK="$2" GOFLAGS=-buildvcs=false \
-    go test -c -trimpath -tags selinux,notest,grpcnotrace -o "$3" ./test/e2e_node)
+    go test -c -trimpath -tags "selinux,notest,grpcnotrace${KUBE_GO_TAGS:+,${KUBE_GO_TAGS}}" -o "$3" ./test/e2e_node)
 }
 timed "e2e_node.test (pristine tree)" \
   build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"

@@ -91,11 +91,11 @@ run_stage() {
   return "${rc}"
 }
 
-# bench_detail DIR: the failing path's figures from the benchmark's results in DIR.
+# bench_detail DIR: the benchmark's goals and what it measured, from its results in DIR.
 bench_detail() {
   local results="$1/results.json"
   [ -f "${results}" ] || { echo "no results"; return 0; }
-  jq -r '.timeToFailed | "driver answer -> Failed p50 \(.driverToFailedMs.p50) / p99 \(.driverToFailedMs.p99) ms, create -> Failed p99 \(.applyToFailedMs.p99) ms (\(.pods) pods x \(.runs | length) runs)"' "${results}"
+  jq -r '[.goals[] | "\(.scenario): \(.measured), goal \(.target): \(if .met then "met" else "NOT met" end)"] | join("; ")' "${results}"
 }
 
 # e2e VERSION: builds VERSION's fork and stock kubelets and the control plane of the local cluster
