@@ -59,6 +59,10 @@ kind_cluster_config() {
     return 0
   fi
   local out gates="" runtime_config="" setting
+  # kind configures a node older than 1.36 with kubeadm's v1beta3, whose kubeletExtraArgs is a map:
+  # the per-node gate patches of deploy/kind (v1beta4's list) do not decode there.
+  [ "$(cut -d. -f2 <<< "${KUBE_VERSION}")" -ge 36 ] ||
+    die "KUBE_VERSION=${KUBE_VERSION}: no kind cluster yet: kind configures its nodes with kubeadm v1beta3, where deploy/kind's kubeletExtraArgs patches (v1beta4) do not decode; the node images build (make kind-image), the local cluster runs (make demo) (docs/versions.md)"
   out="${KIND_BIN}/$(basename "${KIND_CONFIG}")"
   while IFS= read -r setting; do
     case "${setting}" in
