@@ -23,8 +23,8 @@ KIND_BASE_IMAGE=dra-failfast/kind-base:bookworm
 KIND_NODE_IMAGE="dra-failfast/kind-node:${FORK_VERSION}"
 KIND_STOCK_NODE_IMAGE="dra-failfast/kind-node:${KUBE_VERSION}-stock"
 KIND_DIR="${OUTPUT_DIR}/kind"
-# Shared by every Kubernetes version: kind, CoreDNS, flannel, the drivers, the Debian root file
-# systems.
+# Shared by every Kubernetes version: kind, CoreDNS, flannel, the runtime wrapper (the Debian root file
+# systems are in KIND_CACHE).
 KIND_TOOLS_BIN="${KIND_DIR}/bin"
 KIND_CACHE="${KIND_DIR}/cache"
 # What a Kubernetes version has of its own: kubeadm, kube-proxy, kubectl, the control-plane images
