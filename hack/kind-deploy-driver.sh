@@ -2,16 +2,20 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# Deploys a DRA driver into the kind cluster the way drivers are deployed (deploy/DRIVER): builds
-# its image (static binary, hack/imagepack), loads it into every node, makes the webhook's serving
-# certificate (a CA of its own, _output/kind/DRIVER-webhook), and applies the RBAC, the kubelet
-# plugin DaemonSet, the webhook Deployment, Service and ValidatingWebhookConfiguration (caBundle
-# filled in) and the DeviceClass. Waits until the plugin runs on every node it is scheduled to and
-# has published its devices there, and the webhook is ready. Run after make kind-up; idempotent.
+# Deploys a DRA driver into the kind cluster the way drivers are deployed: builds its image (static
+# binary, hack/imagepack) and loads it into every node, then
+#   test-driver  cmd/dra-test-driver, the driver whose failures the tests choose (default): applies
+#                deploy/test-driver (RBAC, kubelet plugin DaemonSet, webhook Deployment, Service and
+#                ValidatingWebhookConfiguration) with a webhook certificate made here (a CA of its
+#                own, _output/kind/test-driver-webhook), and the demo's DeviceClass;
+#   gpu-driver   examples/gpu-driver, the example driver authors copy (built from its own module):
+#                installs its Helm chart (deploy/helm/gpu-driver, release gpu-driver in namespace
+#                gpu-driver; helm upgrade --install), whose webhook certificate comes from
+#                cert-manager when the cluster serves it, else from the chart.
+# Waits until the plugin runs on every node it is scheduled to and has published its devices
+# there, and the webhook is ready. Run after make kind-up; idempotent.
 #
 # Usage: hack/kind-deploy-driver.sh [DRIVER...]
-#   test-driver  cmd/dra-test-driver, the driver whose failures the tests choose (default)
-#   gpu-driver   examples/gpu-driver, the example driver authors copy (built from its own module)
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hack/kind/lib.sh
@@ -35,7 +39,7 @@ webhook_certificate() {
 }
 
 deploy() {
-  local name=$1 namespace service driver binary nodes manifests="deploy/$1" deviceclass="deploy/$1/deviceclass.yaml"
+  local name=$1 namespace service driver binary nodes manifests="deploy/$1" deviceclass=
   case "${name}" in
     test-driver)
       namespace=dra-test-driver driver=driver.dra-failfast.test deviceclass=demo/deviceclass.yaml
@@ -52,14 +56,22 @@ deploy() {
   local image="dra-failfast.local/${namespace}:v1" certs="${KIND_DIR}/${name}-webhook"
   "${OUTPUT_DIR}/bin/imagepack" --binary "${binary}" --name "${image}" --output "${KIND_IMAGES}/driver/${name}.tar"
   kind load image-archive "${KIND_IMAGES}/driver/${name}.tar" --name "${KIND_CLUSTER}" > /dev/null
-  webhook_certificate "${certs}" "${service}" "${namespace}"
-
-  kubectl apply -f "${manifests}/rbac.yaml" > /dev/null
-  kubectl -n "${namespace}" create secret tls "${service}-tls" --cert "${certs}/tls.crt" --key "${certs}/tls.key" \
-    --dry-run=client -o yaml | kubectl apply -f - > /dev/null
-  kubectl apply -f "${manifests}/kubelet-plugin.yaml" > /dev/null
-  sed "s#caBundle: CA_BUNDLE#caBundle: $(base64 -w0 < "${certs}/ca.crt")#" "${manifests}/webhook.yaml" | kubectl apply -f - > /dev/null
-  kubectl apply -f "${deviceclass}" > /dev/null
+  if [ "${name}" = gpu-driver ]; then
+    # The chart leaves the namespace to the installer (createNamespace: false): made here with the
+    # privileged Pod Security level its kubelet plugin's host paths need, before any pod.
+    kubectl create namespace "${namespace}" --dry-run=client -o yaml | kubectl apply -f - > /dev/null
+    kubectl label namespace "${namespace}" --overwrite pod-security.kubernetes.io/enforce=privileged > /dev/null
+    "$(helm_bin)" upgrade --install "${name}" "${GPU_DRIVER_CHART}" --namespace "${namespace}" \
+      --set image.repository="${image%:*}" --set image.tag="${image##*:}" > /dev/null
+  else
+    webhook_certificate "${certs}" "${service}" "${namespace}"
+    kubectl apply -f "${manifests}/rbac.yaml" > /dev/null
+    kubectl -n "${namespace}" create secret tls "${service}-tls" --cert "${certs}/tls.crt" --key "${certs}/tls.key" \
+      --dry-run=client -o yaml | kubectl apply -f - > /dev/null
+    kubectl apply -f "${manifests}/kubelet-plugin.yaml" > /dev/null
+    sed "s#caBundle: CA_BUNDLE#caBundle: $(base64 -w0 < "${certs}/ca.crt")#" "${manifests}/webhook.yaml" | kubectl apply -f - > /dev/null
+    kubectl apply -f "${deviceclass}" > /dev/null
+  fi
   kubectl -n "${namespace}" rollout status "daemonset/${namespace}-kubelet-plugin" --timeout=3m > /dev/null
   kubectl -n "${namespace}" rollout status "deployment/${service}" --timeout=3m > /dev/null
   # The webhook's failurePolicy is Fail: until its Service has a ready endpoint, objects with the

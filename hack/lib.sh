@@ -100,6 +100,14 @@ MODULE_PREFIX=github.com/dra-failfast/dra-failfast
 TOOL_MODULE=cmd/dra-failfast-check
 # The example driver, a module of its own that uses the library as an outside driver does.
 EXAMPLE_MODULE=examples/gpu-driver
+# Helm, for the example driver's chart (deploy/helm/gpu-driver), built from its module: the
+# version dra-example-driver v0.4.0's e2e suite uses.
+HELM_VERSION=v4.2.3
+# The example driver's Helm chart; deploy/gpu-driver/manifests.yaml is rendered from it.
+GPU_DRIVER_CHART=deploy/helm/gpu-driver
+# cert-manager, whose own Issuer and Certificate definitions (its module's deploy/crds) the kind
+# tests install to check the chart's cert-manager path (test/kind TestChartCertificates).
+CERT_MANAGER_VERSION=v1.21.2
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
@@ -114,6 +122,30 @@ timed() {
   "$@"
   ms=$((($(date +%s%N) - start) / 1000000))
   log "${name}: done in $((ms / 1000)).$((ms % 1000 / 100))s"
+}
+
+# helm_bin: prints the path of helm HELM_VERSION, built once (go install) into _output/bin.
+helm_bin() {
+  local helm="${OUTPUT_DIR}/bin/helm-${HELM_VERSION}" gobin
+  if [ ! -x "${helm}" ]; then
+    log "building helm ${HELM_VERSION}"
+    gobin=$(mktemp -d)
+    CGO_ENABLED=0 GOBIN="${gobin}" go install -trimpath -ldflags="-s -w" "helm.sh/helm/v4/cmd/helm@${HELM_VERSION}" >&2 || die "go install helm ${HELM_VERSION} failed"
+    mkdir -p "${OUTPUT_DIR}/bin"
+    mv "${gobin}/helm" "${helm}"
+    rmdir "${gobin}"
+  fi
+  echo "${helm}"
+}
+
+# cert_manager_crds: prints the directory of cert-manager's CustomResourceDefinitions at
+# CERT_MANAGER_VERSION, from the Go module proxy (go mod download).
+cert_manager_crds() {
+  local dir
+  dir=$(GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || die "go mod download of cert-manager ${CERT_MANAGER_VERSION} failed"
+  [ -f "${dir}/deploy/crds/cert-manager.io_certificates.yaml" ] || die "cert-manager ${CERT_MANAGER_VERSION}: no deploy/crds in its module (${dir})"
+  echo "${dir}/deploy/crds"
 }
 
 # e2e_suite_with KUBELET LOG: the whole e2e_node suite (test/e2e_node) with KUBELET (relative to

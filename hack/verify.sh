@@ -4,7 +4,8 @@
 
 # make verify: every static check, no root and no cluster needed: gofmt, go vet (with and without
 # the e2e_node tag), shellcheck, license headers, generated code, go.mod, the library modules'
-# requirements (what a release tag publishes resolves with go get alone), the patch series
+# requirements (what a release tag publishes resolves with go get alone), the example driver's
+# Helm chart (helm lint, and deploy/gpu-driver/manifests.yaml is its render), the patch series
 # (applies to pristine KUBE_VERSION, builds, stays within its line budget), and the upstream-shaped
 # series (hack/upstream.sh verify --quick: upstream's generators, the single-source checks, and
 # upstream/verified.txt naming the series as it is; its compile, tests, kubelet build and
@@ -58,6 +59,7 @@ check codegen hack/verify-codegen.sh
 check gomod hack/verify-gomod.sh
 check library-release hack/release-library.sh --check
 check patches hack/verify-patches.sh
+check manifests hack/update-manifests.sh --check
 check upstream-series hack/upstream.sh verify --quick
 [ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"
 log "verify: all checks passed"

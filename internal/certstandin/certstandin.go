@@ -16,7 +16,9 @@
 //
 // Anything else (another issuer kind, a Certificate without dnsNames) is reported in the log
 // naming the object and left alone: the stand-in never writes what it does not understand.
-// Certificates are not renewed and get no status.
+// Certificates are not renewed and get no status. The definitions are either permissive (any
+// field kept) or cert-manager's own (LoadCRDs, from its module's deploy/crds): then the API server
+// checks every Issuer and Certificate against cert-manager's schema, as with cert-manager.
 package certstandin
 
 import (
@@ -31,7 +33,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -45,6 +50,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -60,9 +66,11 @@ const (
 )
 
 var (
-	certificates   = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "certificates"}
-	issuers        = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "issuers"}
-	crds           = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	certificates = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "certificates"}
+	issuers      = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "issuers"}
+	crds         = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	// managedBy marks the definitions the stand-in created: RemoveCRDs deletes no other.
+	managedBy      = map[string]string{"app.kubernetes.io/managed-by": "dra-failfast-cert-standin"}
 	errUnsupported = errors.New("not supported by the cert-manager stand-in")
 )
 
@@ -72,20 +80,44 @@ type StandIn struct {
 	Dynamic dynamic.Interface
 	// Now is the clock of the certificates' validity; time.Now if nil.
 	Now func() time.Time
+	// CRDs are the definitions InstallCRDs creates; nil: permissive ones that keep any field.
+	CRDs []*unstructured.Unstructured
 }
 
-// InstallCRDs creates the Issuer and Certificate CustomResourceDefinitions (existing ones are
-// left as they are) and waits until the API server serves both.
-func (s *StandIn) InstallCRDs(ctx context.Context, timeout time.Duration) error {
+// crdFiles are the files of cert-manager's deploy/crds that define what the stand-in serves.
+var crdFiles = []string{"cert-manager.io_issuers.yaml", "cert-manager.io_certificates.yaml"}
+
+// LoadCRDs reads cert-manager's own Issuer and Certificate CustomResourceDefinitions from dir, its
+// module's deploy/crds.
+func LoadCRDs(dir string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, file := range crdFiles {
+		path := filepath.Join(dir, file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("cert-manager's definitions: %w", err)
+		}
+		crd := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if group, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); crd.GetKind() != "CustomResourceDefinition" || group != Group {
+			return nil, fmt.Errorf("%s: a %s of group %q, want a CustomResourceDefinition of %s", path, crd.GetKind(), group, Group)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
+}
+
+// permissiveCRDs are Issuer and Certificate definitions that keep any field.
+func permissiveCRDs() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
 	for _, kind := range []string{"Issuer", "Certificate"} {
 		plural := strings.ToLower(kind) + "s"
-		crd := &unstructured.Unstructured{Object: map[string]any{
+		out = append(out, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiextensions.k8s.io/v1",
 			"kind":       "CustomResourceDefinition",
-			"metadata": map[string]any{
-				"name":   plural + "." + Group,
-				"labels": map[string]any{"app.kubernetes.io/managed-by": "dra-failfast-cert-standin"},
-			},
+			"metadata":   map[string]any{"name": plural + "." + Group},
 			"spec": map[string]any{
 				"group": Group,
 				"names": map[string]any{"kind": kind, "listKind": kind + "List", "plural": plural, "singular": strings.ToLower(kind)},
@@ -97,7 +129,26 @@ func (s *StandIn) InstallCRDs(ctx context.Context, timeout time.Duration) error 
 					}},
 				}},
 			},
-		}}
+		}})
+	}
+	return out
+}
+
+// InstallCRDs creates the Issuer and Certificate CustomResourceDefinitions (s.CRDs, or permissive
+// ones; existing ones are left as they are) and waits until the API server serves both.
+func (s *StandIn) InstallCRDs(ctx context.Context, timeout time.Duration) error {
+	definitions := s.CRDs
+	if definitions == nil {
+		definitions = permissiveCRDs()
+	}
+	for _, definition := range definitions {
+		crd := definition.DeepCopy()
+		labels := crd.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, managedBy)
+		crd.SetLabels(labels)
 		if _, err := s.Dynamic.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CustomResourceDefinition %s: %w", crd.GetName(), err)
 		}
@@ -105,6 +156,37 @@ func (s *StandIn) InstallCRDs(ctx context.Context, timeout time.Duration) error 
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, gvr := range []schema.GroupVersionResource{issuers, certificates} {
 			if _, err := s.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// RemoveCRDs deletes the Issuer and Certificate definitions the stand-in created (never one it
+// did not: a cluster's real cert-manager keeps its own), with every Issuer and Certificate, and
+// waits until they are gone.
+func (s *StandIn) RemoveCRDs(ctx context.Context, timeout time.Duration) error {
+	var names []string
+	for _, gvr := range []schema.GroupVersionResource{issuers, certificates} {
+		name := gvr.Resource + "." + Group
+		crd, err := s.Dynamic.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("reading CustomResourceDefinition %s: %w", name, err)
+		}
+		if crd.GetLabels()["app.kubernetes.io/managed-by"] != managedBy["app.kubernetes.io/managed-by"] {
+			return fmt.Errorf("CustomResourceDefinition %s was not created by the cert-manager stand-in: left alone", name)
+		}
+		if err := s.Dynamic.Resource(crds).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting CustomResourceDefinition %s: %w", name, err)
+		}
+		names = append(names, name)
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			if _, err := s.Dynamic.Resource(crds).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return false, nil
 			}
 		}

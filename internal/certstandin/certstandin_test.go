@@ -8,6 +8,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +163,105 @@ func TestSelfSigned(t *testing.T) {
 	}
 	if _, _, err := SelfSigned(nil, now, time.Hour); err == nil || errors.Is(err, errUnsupported) {
 		t.Errorf("no DNS names: %v, want an error", err)
+	}
+}
+
+func TestLoadCRDs(t *testing.T) {
+	crd := func(kind, group string) string {
+		return "apiVersion: apiextensions.k8s.io/v1\nkind: " + kind + "\nmetadata:\n  name: x\nspec:\n  group: " + group + "\n"
+	}
+	tests := map[string]struct {
+		files   map[string]string
+		wantErr string
+	}{
+		"both definitions": {files: map[string]string{
+			"cert-manager.io_issuers.yaml":      crd("CustomResourceDefinition", Group),
+			"cert-manager.io_certificates.yaml": crd("CustomResourceDefinition", Group),
+		}},
+		"a file missing: named": {
+			files:   map[string]string{"cert-manager.io_issuers.yaml": crd("CustomResourceDefinition", Group)},
+			wantErr: "cert-manager.io_certificates.yaml",
+		},
+		"another group: named": {
+			files: map[string]string{
+				"cert-manager.io_issuers.yaml":      crd("CustomResourceDefinition", "acme.cert-manager.io"),
+				"cert-manager.io_certificates.yaml": crd("CustomResourceDefinition", Group),
+			},
+			wantErr: `cert-manager.io_issuers.yaml: a CustomResourceDefinition of group "acme.cert-manager.io"`,
+		},
+		"not YAML: named": {
+			files: map[string]string{
+				"cert-manager.io_issuers.yaml":      "{",
+				"cert-manager.io_certificates.yaml": crd("CustomResourceDefinition", Group),
+			},
+			wantErr: "cert-manager.io_issuers.yaml",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for file, content := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := LoadCRDs(dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != 2 {
+				t.Fatalf("got %d definitions, %v; want 2", len(got), err)
+			}
+		})
+	}
+}
+
+func TestInstallAndRemoveCRDs(t *testing.T) {
+	ctx := t.Context()
+	foreign := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "certificates." + Group},
+	}}
+	tests := map[string]struct {
+		existing []runtime.Object
+		wantErr  string
+		wantLeft []string
+	}{
+		"the stand-in's own: removed": {},
+		"a real cert-manager's Certificate definition: left alone, named": {
+			existing: []runtime.Object{foreign},
+			wantErr:  "CustomResourceDefinition certificates.cert-manager.io was not created by the cert-manager stand-in",
+			wantLeft: []string{"certificates." + Group},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			listKinds := map[schema.GroupVersionResource]string{certificates: "CertificateList", issuers: "IssuerList", crds: "CustomResourceDefinitionList"}
+			s := &StandIn{
+				Client:  fake.NewClientset(),
+				Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, tc.existing...),
+			}
+			if err := s.InstallCRDs(ctx, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			err := s.RemoveCRDs(ctx, time.Second)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("RemoveCRDs: %v, want %q", err, tc.wantErr)
+			}
+			list, err := s.Dynamic.Resource(crds).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, item := range list.Items {
+				left = append(left, item.GetName())
+			}
+			if strings.Join(left, ",") != strings.Join(tc.wantLeft, ",") {
+				t.Errorf("definitions left %v, want %v", left, tc.wantLeft)
+			}
+		})
 	}
 }

@@ -400,7 +400,7 @@ const maxRuleNodeName = 253 - len("device-") - 16 - 1
 // finds it, and ClearDeviceFault deletes it without having to know it. The
 // part before the first dot is one DNS label, and the writer's node is all
 // that follows it: an admission policy can check that a node creates only
-// names of its own (deploy/gpu-driver/rbac.yaml), so that no node can take
+// names of its own (deploy/helm/gpu-driver/templates/rbac.yaml), so that no node can take
 // the name another node's fault needs and leave that node's device
 // untainted. Where the device's name is no DNS label, or would make the
 // name too long, "device" stands for it.

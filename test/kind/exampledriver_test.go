@@ -28,7 +28,7 @@ import (
 	failfastdra "github.com/dra-failfast/dra-failfast/pkg/kubelet/cm/dra"
 )
 
-// The example driver as deploy/gpu-driver deploys it (hack/kind-deploy-driver.sh gpu-driver).
+// The example driver as its chart deploys it (hack/kind-deploy-driver.sh gpu-driver).
 const (
 	gpuDriver          = "gpu.example.com"
 	gpuNamespace       = "gpu-driver"
@@ -41,8 +41,8 @@ func gpuConfig(sharing string) []byte {
 	return []byte(`{"apiVersion":"gpu.example.com/v1alpha1","kind":"GPUConfig","sharing":"` + sharing + `"}`)
 }
 
-// TestExampleDriver: examples/gpu-driver deployed from deploy/gpu-driver (DaemonSet, webhook
-// Deployment, ValidatingWebhookConfiguration) on the two workers:
+// TestExampleDriver: examples/gpu-driver deployed from its chart deploy/helm/gpu-driver
+// (DaemonSet, webhook Deployment, ValidatingWebhookConfiguration) on the two workers:
 //   - its webhook denies a claim template with invalid GPUConfig at apply, in the driver's words;
 //   - the plugin of the second worker, with its pod's real token, can neither take the name of
 //     the first worker's rule for gpu-0 (squatting), nor forge that rule, nor taint a device the
@@ -290,7 +290,7 @@ func rollGPUPlugins(ctx context.Context, t *testing.T, client kubernetes.Interfa
 	if _, err := daemonSets.Patch(ctx, gpuPluginDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The DaemonSet surges (deploy/gpu-driver: maxSurge 1, kubeletplugin.RollingUpdate): for a
+	// The DaemonSet surges (deploy/helm/gpu-driver: maxSurge 1, kubeletplugin.RollingUpdate): for a
 	// while a node runs the old and the new plugin at once. Watched until the roll is done.
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	mostAtOnce := make(chan int, 1)

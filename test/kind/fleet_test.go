@@ -37,7 +37,7 @@ const (
 	kubeadmFlagsFile = "/var/lib/kubelet/kubeadm-flags.env"
 	// clusterName: deploy/kind's clusters.
 	clusterName = "dra-failfast"
-	// deploy/gpu-driver/webhook.yaml and deploy/test-driver/kubelet-plugin.yaml.
+	// deploy/helm/gpu-driver/templates/webhook.yaml and deploy/test-driver/kubelet-plugin.yaml.
 	gpuWebhook          = "gpu-driver-webhook"
 	gpuWebhookLabel     = "app.kubernetes.io/name=gpu-driver,app.kubernetes.io/component=webhook"
 	testDriverNamespace = "dra-test-driver"
@@ -340,8 +340,8 @@ func TestRolloutAndRollback(t *testing.T) {
 	checkNoLeaks(t, client, workers, namespace, "permanent")
 }
 
-// The example driver's webhook scaled to 0, then back (deploy/gpu-driver/webhook.yaml,
-// failurePolicy Fail): while it is down a claim template with GPUConfig is denied, invalid or
+// The example driver's webhook scaled to 0, then back
+// (deploy/helm/gpu-driver/templates/webhook.yaml, failurePolicy Fail): while it is down a claim template with GPUConfig is denied, invalid or
 // valid (fail closed), and one without config for the driver is admitted (matchConditions keep
 // other objects independent of it); once it is back, an invalid template is denied at apply in the
 // driver's words. A template that predates the webhook (created while its configuration is
@@ -417,7 +417,7 @@ func TestWebhookDownAndBack(t *testing.T) {
 
 	// A template that predates the webhook: its configuration removed, the template created, the
 	// configuration put back as it was.
-	const registrationName = "gpu-driver" // deploy/gpu-driver/webhook.yaml
+	const registrationName = "gpu-driver" // deploy/helm/gpu-driver/templates/webhook.yaml
 	webhooks := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	registration, err := webhooks.Get(ctx, registrationName, metav1.GetOptions{})
 	if err != nil {
@@ -430,11 +430,21 @@ func TestWebhookDownAndBack(t *testing.T) {
 		if restored {
 			return
 		}
-		if _, err := webhooks.Create(ctx, restore, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		created, err := webhooks.Create(ctx, restore, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Errorf("putting the webhook's configuration back: %v", err)
 			return
 		}
 		restored = true
+		if err != nil {
+			return
+		}
+		// Its fields go back to their managers (the chart's installer, Helm, applies server-side):
+		// a later helm upgrade must not conflict with this test's client.
+		created.ManagedFields = registration.ManagedFields
+		if _, err := webhooks.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("giving the webhook's configuration back its field managers: %v", err)
+		}
 	}
 	t.Cleanup(func() { putBack(context.WithoutCancel(ctx)) })
 	if err := webhooks.Delete(ctx, registrationName, metav1.DeleteOptions{}); err != nil {

@@ -30,8 +30,9 @@ import (
 )
 
 // nodeNameExtra is the user extra that a service account token bound to a pod carries: the
-// pod's node. The drivers' ValidatingAdmissionPolicies (deploy/*/rbac.yaml) compare it with the
-// node of every slice and of every DeviceTaintRule the plugin writes.
+// pod's node. The drivers' ValidatingAdmissionPolicies (deploy/helm/gpu-driver/templates/rbac.yaml,
+// deploy/test-driver/rbac.yaml) compare it with the node of every slice and of every
+// DeviceTaintRule the plugin writes.
 const nodeNameExtra = "authentication.kubernetes.io/node-name"
 
 // TestSliceWritesBoundToNode: the kubelet plugins' service accounts, as deployed from deploy/,

@@ -42,8 +42,8 @@ const (
 	honestReviews = 30
 )
 
-// TestWebhookUnderForgedLoad measures the example driver's admission webhook (deploy/gpu-driver,
-// two replicas) while forgedClients clients on the pod network (here: curl in the control-plane
+// TestWebhookUnderForgedLoad measures the example driver's admission webhook
+// (deploy/helm/gpu-driver, two replicas) while forgedClients clients on the pod network (here: curl in the control-plane
 // node, which reaches pod addresses as any pod does) send it forged reviews without pause: the
 // costliest the webhook takes, a DeviceClass UPDATE just under its body limit with the most
 // config entries the API allows in the new and the old object, every entry valid GPUConfig and
@@ -159,7 +159,7 @@ func TestWebhookUnderForgedLoad(t *testing.T) {
 	t.Logf("forged reviews (%d bytes) from %d clients over %.0fs: %d answered (%.1f/s), by HTTP status %v (429: refused, a slot for large requests was busy; 000: no answer)",
 		len(body), forgedClients, elapsed, total, float64(total)/elapsed, codes)
 	if p99 > 5*time.Second {
-		t.Errorf("honest creates p99 %v under the load: the webhook's registration (deploy/gpu-driver/webhook.yaml) times out at 5s", p99)
+		t.Errorf("honest creates p99 %v under the load: the webhook's registration (deploy/helm/gpu-driver/templates/webhook.yaml) times out at 5s", p99)
 	}
 	if total == 0 {
 		t.Error("no forged review was answered: the load did not reach the webhook")

@@ -1,0 +1,96 @@
+{{/*
+Copyright 2026 The dra-failfast Authors.
+SPDX-License-Identifier: Apache-2.0
+*/}}
+
+{{/* The prefix of every object's name: the release's name. */}}
+{{- define "gpu-driver.fullname" -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The driver's name: examples/gpu-driver's driverName constant. */}}
+{{- define "gpu-driver.driverName" -}}
+gpu.example.com
+{{- end -}}
+
+{{/* The kubelet plugin's service account, as the API server names its user. */}}
+{{- define "gpu-driver.pluginUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "gpu-driver.fullname" . }}
+{{- end -}}
+
+{{- define "gpu-driver.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "gpu-driver.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The selector of one component's pods: include with (list . "webhook"). */}}
+{{- define "gpu-driver.selectorLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ $.Chart.Name }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/*
+Where the webhook's certificate comes from: "cert-manager" or "chart" (values.yaml,
+webhook.certificates.source). auto asks the cluster (helm template: --api-versions cert-manager.io/v1).
+*/}}
+{{- define "gpu-driver.certificateSource" -}}
+{{- $source := .Values.webhook.certificates.source -}}
+{{- if eq $source "auto" -}}
+{{- if .Capabilities.APIVersions.Has "cert-manager.io/v1" -}}cert-manager{{- else -}}chart{{- end -}}
+{{- else if or (eq $source "cert-manager") (eq $source "chart") -}}
+{{- $source -}}
+{{- else -}}
+{{- fail (printf "webhook.certificates.source is %q: it must be auto, cert-manager or chart" $source) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the webhook serves from: cert-manager's and the chart's differ, so that switching the source never has two owners write one Secret. */}}
+{{- define "gpu-driver.certificateSecret" -}}
+{{- if eq (include "gpu-driver.certificateSource" .) "cert-manager" -}}
+{{ include "gpu-driver.fullname" . }}-webhook-cert
+{{- else -}}
+{{ include "gpu-driver.fullname" . }}-webhook-tls
+{{- end -}}
+{{- end -}}
+
+{{/* The webhook Service's DNS names, as its serving certificate must carry them. */}}
+{{- define "gpu-driver.webhookDNSNames" -}}
+{{- $service := printf "%s-webhook" (include "gpu-driver.fullname" .) -}}
+{{- list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) | toJson -}}
+{{- end -}}
+
+{{/*
+The chart's own CA and serving certificate, as JSON of base64 PEM (ca, crt, key, caBundle). Made
+once: an upgrade keeps the pair of the Secret it finds (lookup; helm template finds none and makes a
+new one each time). webhook.certificates.renew=true makes a new pair; the caBundle then carries the
+old CA too, so that replicas still serving the old certificate (the kubelet updates a Secret's
+files within a minute or two, and the webhook reloads them) are trusted until the next upgrade.
+*/}}
+{{- define "gpu-driver.chartTLS" -}}
+{{- $name := printf "%s-webhook-tls" (include "gpu-driver.fullname" .) -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $name -}}
+{{- $old := (($existing | default dict).data | default dict) -}}
+{{- if and (hasKey $old "ca.crt") (hasKey $old "tls.crt") (hasKey $old "tls.key") (not .Values.webhook.certificates.renew) -}}
+{{- dict "ca" (index $old "ca.crt") "crt" (index $old "tls.crt") "key" (index $old "tls.key") "caBundle" (index $old "ca.crt") | toJson -}}
+{{- else -}}
+{{- $days := int .Values.webhook.certificates.validityDays -}}
+{{- $dnsNames := include "gpu-driver.webhookDNSNames" . | fromJsonArray -}}
+{{- $ca := genCA (printf "%s webhook CA" (include "gpu-driver.fullname" .)) $days -}}
+{{- $cert := genSignedCert (index $dnsNames 2) nil $dnsNames $days $ca -}}
+{{- $bundle := $ca.Cert -}}
+{{- if hasKey $old "ca.crt" -}}
+{{- $bundle = printf "%s%s" $ca.Cert (index $old "ca.crt" | b64dec) -}}
+{{- end -}}
+{{- dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "caBundle" ($bundle | b64enc) | toJson -}}
+{{- end -}}
+{{- end -}}
