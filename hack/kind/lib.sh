@@ -58,11 +58,13 @@ kind_cluster_config() {
     echo "${KIND_CONFIG}"
     return 0
   fi
-  local out gates="" runtime_config="" setting
-  # kind configures a node older than 1.36 with kubeadm's v1beta3, whose kubeletExtraArgs is a map:
-  # the per-node gate patches of deploy/kind (v1beta4's list) do not decode there.
-  [ "$(cut -d. -f2 <<< "${KUBE_VERSION}")" -ge 36 ] ||
-    die "KUBE_VERSION=${KUBE_VERSION}: no kind cluster yet: kind configures its nodes with kubeadm v1beta3, where deploy/kind's kubeletExtraArgs patches (v1beta4) do not decode; the node images build (make kind-image), the local cluster runs (make demo) (docs/versions.md)"
+  local out gates="" runtime_config="" setting args_form=(cat)
+  # kind configures a node older than 1.36 with kubeadm's v1beta3, whose kubeletExtraArgs is a map
+  # (name: value), not v1beta4's list ({name, value}) that deploy/kind's per-node patches use:
+  # there each list entry becomes a map entry. deploy/kind uses the list form for nothing else.
+  if [ "$(cut -d. -f2 <<< "${KUBE_VERSION}")" -lt 36 ]; then
+    args_form=(sed -E 's/^( *)- \{name: ([^,}]+), value: ([^}]*)\}$/\1  \2: "\3"/')
+  fi
   out="${KIND_BIN}/$(basename "${KIND_CONFIG}")"
   while IFS= read -r setting; do
     case "${setting}" in
@@ -73,7 +75,8 @@ kind_cluster_config() {
   mkdir -p "${KIND_BIN}"
   {
     sed -e "s#dra-failfast/kind-node:${DEFAULT_KUBE_VERSION}-dra-failfast.${FORK_REVISION}#${KIND_NODE_IMAGE}#" \
-      -e "s#dra-failfast/kind-node:${DEFAULT_KUBE_VERSION}-stock#${KIND_STOCK_NODE_IMAGE}#" "${REPO_ROOT}/${KIND_CONFIG}"
+      -e "s#dra-failfast/kind-node:${DEFAULT_KUBE_VERSION}-stock#${KIND_STOCK_NODE_IMAGE}#" "${REPO_ROOT}/${KIND_CONFIG}" |
+      "${args_form[@]}"
     if [ -n "${gates}" ]; then
       echo "# ${KUBE_VERSION}: what its control plane needs to serve DeviceTaintRules (hack/lib.sh, control_plane_env)."
       echo "featureGates:"
