@@ -145,7 +145,7 @@ func TestChartCertificates(t *testing.T) {
 	if out, err := upgrade(ctx); err != nil {
 		t.Fatalf("helm upgrade with cert-manager in the cluster: %v: %s", err, out)
 	}
-	certificates := dynamic.NewForConfigOrDie(config).Resource(certManagerCertificates)
+	certificates := standIn.Dynamic.Resource(certManagerCertificates)
 	if _, err := certificates.Namespace(gpuNamespace).Get(ctx, gpuCertificate, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the chart with cert-manager in the cluster made no Certificate: %v", err)
 	}
