@@ -38,6 +38,12 @@ KUBE_GO_TAGS=""
 for ((minor = $(cut -d. -f2 <<< "${KUBE_VERSION}") + 1; minor <= $(cut -d. -f2 <<< "${DEFAULT_KUBE_VERSION}"); minor++)); do
   KUBE_GO_TAGS+="${KUBE_GO_TAGS:+,}dra_failfast_before_1_${minor}"
 done
+# The tags of upstream's release builds (its hack/lib/golang.sh) and KUBE_GO_TAGS. Upstream's unit
+# and node e2e tests compile with them too, so that they reuse what the kubelet build compiled
+# (without them every k8s.io package compiles twice, about 5 minutes of a cold run); the two
+# release tags drop only the fuzzer methods of three apimachinery types (notest) and grpc's
+# x/net/trace hooks (grpcnotrace), which none of those tests use.
+KUBE_BUILD_TAGS="selinux,notest,grpcnotrace${KUBE_GO_TAGS:+,${KUBE_GO_TAGS}}"
 unset minor
 # Every staging module of k8s.io/kubernetes v1.X.Y is released as v0.X.Y.
 KUBE_STAGING_VERSION=v0.${KUBE_VERSION#v1.}

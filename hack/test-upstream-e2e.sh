@@ -59,10 +59,10 @@ with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
 
 # build_e2e_node TREE WORKSPACE OUT: upstream's node e2e test binary, with the tags of its
 # release build (hack/make-rules/test-e2e-node.sh builds it the same way), and on an older tree
-# the fork's KUBE_GO_TAGS (hack/lib.sh).
+# the fork's KUBE_GO_TAGS (KUBE_BUILD_TAGS, hack/lib.sh).
 build_e2e_node() {
   (cd "$1" && GOWORK="$2" GOFLAGS=-buildvcs=false \
-    go test -c -trimpath -tags "selinux,notest,grpcnotrace${KUBE_GO_TAGS:+,${KUBE_GO_TAGS}}" -o "$3" ./test/e2e_node)
+    go test -c -trimpath -tags "${KUBE_BUILD_TAGS}" -o "$3" ./test/e2e_node)
 }
 timed "e2e_node.test (pristine tree)" \
   build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"

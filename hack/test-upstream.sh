@@ -42,9 +42,9 @@ leaves="${results}/failed-tests.txt"
 log "go test ${test_flags[*]} ${packages[*]} (in ${PATCHED_TREE#"${REPO_ROOT}/"}, $(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
 start=$(date +%s)
 rc=0
-# -trimpath: the compiled dependencies are shared with the upstream-shaped series' tests
-# (hack/upstream.sh verify), whose tree is elsewhere.
-(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_GO_TAGS}" "${test_flags[@]}" "${packages[@]}") \
+# -trimpath and the release build's tags (KUBE_BUILD_TAGS, hack/lib.sh): the tests reuse the
+# packages the kubelet build (hack/build-kubelet.sh, hack/verify-patches.sh) compiled.
+(cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_BUILD_TAGS}" "${test_flags[@]}" "${packages[@]}") \
   > "${json}" 2> "${results}/stderr.log" || rc=$?
 : > "${builderr}"
 : > "${plain}"
@@ -137,7 +137,7 @@ if [ "${rc}" -ne 0 ] && [ ! -s "${builderr}" ]; then
     retry_rc=0
     : > "${retry_json}"
     while read -r pkg tops; do
-      (cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_GO_TAGS}" \
+      (cd "${PATCHED_TREE}" && GOWORK="${PATCHED_WORK}" go test -json -trimpath -tags="${KUBE_BUILD_TAGS}" \
         "${test_flags[@]}" -count=1 -run "^(${tops})\$" "${pkg}") >> "${retry_json}" 2>> "${results}/stderr.log" || retry_rc=$?
     done < <(awk '{ sub(/\/.*/, "", $2); if (!seen[$1 " " $2]++) tops[$1] = tops[$1] (tops[$1] == "" ? "" : "|") $2 }
       END { for (p in tops) print p, tops[p] }' <<< "${failed_leaves}")

@@ -496,7 +496,7 @@ kube_ldflags() {
 go_build_kube() {
   local tree=$1 work=$2 version=$3 out=$4
   shift 4
-  local ldflags tags=selinux,notest${KUBE_GO_TAGS:+,${KUBE_GO_TAGS}}
+  local ldflags tags=${KUBE_BUILD_TAGS}
   local -a flags=()
   ldflags="all=$(kube_ldflags "${tree}" "${version}")"
   if [ "${KUBE_BUILD_RACE:-}" = 1 ]; then
@@ -504,10 +504,10 @@ go_build_kube() {
   fi
   if [ "${DBG:-}" = 1 ]; then
     flags+=(-gcflags="all=-N -l")
+    tags=${tags/,grpcnotrace/}
   else
     ldflags+=" -s -w"
     flags+=(-trimpath)
-    tags+=",grpcnotrace"
   fi
   (cd "${tree}" && GOWORK="${work}" go build "${flags[@]}" -tags="${tags}" -ldflags="${ldflags}" -o "${out}" "$@")
 }

@@ -207,9 +207,9 @@ verify() {
     return 0
   fi
   log "go vet and go test of the ${#packages[@]} changed package(s): ${packages[*]}"
-  # -trimpath: compiled packages are keyed by their sources, not by the tree's place, so the
-  # dependencies compiled for upstream's unit tests in the fork's tree (hack/test-upstream.sh)
-  # serve here too.
+  # Without build tags, as upstream's CI runs them (the fork's hack/test-upstream.sh uses the release
+  # build's, to share its kubelet build's packages); -trimpath keys compiled packages by their
+  # sources, not by the tree's place.
   (cd "${tree}" && GOWORK="${work}" go vet -trimpath "${packages[@]}" && GOWORK="${work}" go test -trimpath -count=1 "${packages[@]}") ||
     die "go vet or go test failed in the series' tree"
   test_library "${tree}"
@@ -230,7 +230,7 @@ verify() {
     # The e2e suites need a cluster or a node: compiled and vetted here, with the e2e_node
     # suite's build tags, and run by make test-upstream-e2e.
     log "go vet of the ${#test_packages[@]} changed test package(s): ${test_packages[*]}"
-    (cd "${tree}" && GOWORK="${work}" go vet -trimpath -tags selinux,notest,grpcnotrace "${test_packages[@]}") ||
+    (cd "${tree}" && GOWORK="${work}" go vet -trimpath -tags "${KUBE_BUILD_TAGS}" "${test_packages[@]}") ||
       die "go vet failed on the series' test packages"
   fi
   log "building ./cmd/kubelet in the series' tree"
@@ -256,7 +256,7 @@ verify() {
     die "import-boss: the series breaks an import restriction (above)"
   (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" sigs.k8s.io/logtools/logcheck)
   log "logcheck -config hack/logcheck.conf on the changed packages"
-  (cd "${tree}" && GOWORK="${work}" GOFLAGS="${GOFLAGS} -tags=selinux,notest,grpcnotrace" "${UPSTREAM_TOOLS}/logcheck" -config hack/logcheck.conf "${packages[@]}" "${test_packages[@]}") ||
+  (cd "${tree}" && GOWORK="${work}" GOFLAGS="${GOFLAGS} -tags=${KUBE_BUILD_TAGS}" "${UPSTREAM_TOOLS}/logcheck" -config hack/logcheck.conf "${packages[@]}" "${test_packages[@]}") ||
     die "logcheck: the series' logging breaks upstream's rules (above)"
   {
     echo "# Written by make verify-upstream (hack/upstream.sh verify) when every check of it passed;"
