@@ -100,7 +100,7 @@ install_debian_packages() {
 kube_build_flags() {
   local date
   date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  KUBE_BUILD_FLAGS=(-trimpath "-tags=selinux,notest,grpcnotrace" "-ldflags=all=-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")")
+  KUBE_BUILD_FLAGS=(-trimpath "-tags=${KUBE_BUILD_TAGS}" "-ldflags=all=-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")")
 }
 
 build_kube() {

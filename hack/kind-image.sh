@@ -47,7 +47,7 @@ build_binaries() {
     date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
     ldflags="-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")"
     log "building kube-proxy kubeadm (${KUBE_VERSION}, static)"
-    CGO_ENABLED=0 go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="${ldflags}" -o "${KIND_BIN}/" \
+    CGO_ENABLED=0 go build -trimpath -tags="${KUBE_BUILD_TAGS}" -ldflags="${ldflags}" -o "${KIND_BIN}/" \
       k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
   else
     # Another version's, from its pristine tree, as its control plane (hack/build-cluster-binaries.sh).
