@@ -4,9 +4,12 @@
 
 # Builds everything a local single-node cluster needs except the kubelet (hack/build-kubelet.sh
 # builds _output/bin/kubelet and _output/bin/kubelet-stock):
-#   - kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: k8s.io/kubernetes at
-#     KUBE_VERSION through this repo's go.mod (tool directives keep them in the module graph);
-#     (static, as upstream releases them);
+#   - kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: KUBE_VERSION's pristine
+#     tree (hack/tree.sh), built as the stock kubelet is (go_build_kube: cgo, -trimpath, the release
+#     tags), so that the two thirds of their packages the kubelet also imports come from the build
+#     cache instead of a second cold compile (static builds shared nothing with it: 785 s of
+#     make test's build stage from cold). The kind node images need them static: hack/kind-image.sh
+#     builds its own;
 #   - etcd: go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, same module graph (static);
 #   - containerd, containerd-shim-runc-v2, ctr: CONTAINERD_VERSION, installed with `go install`;
 #   - local-cluster (cmd/local-cluster), dra-test-driver, dra-failfast-demo, dra-failfast-bench, dra-failfast-check,
@@ -17,13 +20,20 @@
 #
 # Usage: hack/build-cluster-binaries.sh [--no-apt] [STEP...]
 #   STEP: debs kube etcd containerd tools images (default: all, in this order)
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 cd "${REPO_ROOT}" || exit 1
 
-# On another KUBE_VERSION than the default: that version's control plane from its pristine tree
-# (hack/tree.sh) into _output/bin/<version>, static as upstream releases it; everything else is not
-# tied to the Kubernetes version: built for the default and linked there.
+# build_control_plane: KUBE_VERSION's control plane from its pristine tree into BIN_DIR.
+build_control_plane() {
+  with_tree_lock ensure_pristine
+  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}) from ${PRISTINE_TREE#"${REPO_ROOT}/"}"
+  go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${BIN_DIR}/" \
+    ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
+}
+
+# On another KUBE_VERSION than the default: that version's control plane into _output/bin/<version>;
+# everything else is not tied to the Kubernetes version: built for the default and linked there.
 if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then
   # The default's steps but kube: its control plane is not needed here.
   default_args=() default_steps=false want_kube=false
@@ -41,14 +51,8 @@ if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ]; then
     KUBE_VERSION=${DEFAULT_KUBE_VERSION} "${BASH_SOURCE[0]}" "${default_args[@]}"
   fi
   ${want_kube} || exit 0
-  # shellcheck source-path=SCRIPTDIR
-  source "${REPO_ROOT}/hack/tree.sh"
-  with_tree_lock ensure_pristine
   mkdir -p "${BIN_DIR}"
-  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}, static) from ${PRISTINE_TREE#"${REPO_ROOT}/"}"
-  CGO_ENABLED=0 timed "go build ./cmd/kube-* ./cmd/kubectl (${KUBE_VERSION})" \
-    go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${BIN_DIR}/" \
-    ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
+  build_control_plane
   for binary in "${OUTPUT_DIR}/bin"/*; do
     name=$(basename "${binary}")
     case "${name}" in
@@ -96,27 +100,6 @@ install_debian_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# Upstream's release build flags, with the version stamped as KUBE_VERSION.
-kube_build_flags() {
-  local date
-  date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-  KUBE_BUILD_FLAGS=(-trimpath "-tags=${KUBE_BUILD_TAGS}" "-ldflags=all=-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")")
-}
-
-build_kube() {
-  [ "$(go list -m -f '{{.Version}}' k8s.io/kubernetes)" = "${KUBE_VERSION}" ] ||
-    die "go.mod does not require k8s.io/kubernetes ${KUBE_VERSION} (its tool directives were dropped?)"
-  kube_build_flags
-  log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}, static)"
-  # Static, as upstream releases them: the kind node images (hack/kind-image.sh) pack the same
-  # binaries into images that have no C library.
-  CGO_ENABLED=0 go build "${KUBE_BUILD_FLAGS[@]}" -o "${BIN_DIR}/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
-}
-
 build_etcd() {
   log "building etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "${BIN_DIR}/etcd" go.etcd.io/etcd/server/v3
@@ -145,14 +128,18 @@ build_containerd() {
   touch "${stamp}"
 }
 
+# The tools and the example driver build in the patched tree's workspace with the kubelet's flags
+# (fork_go, hack/tree.sh), reusing its compile; make test-extra's adoption stage builds the example
+# driver as a driver author does, against the library fetched by tag.
 build_tools() {
+  prepare_fork_workspace
   log "building local-cluster imagepack dra-test-driver dra-failfast-demo dra-failfast-bench dra-failfast-check upstream-e2e test-workload gpu-driver"
-  go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack ./cmd/dra-test-driver ./cmd/dra-failfast-demo \
+  fork_go build -o "${BIN_DIR}/" ./cmd/local-cluster ./hack/imagepack ./cmd/dra-test-driver ./cmd/dra-failfast-demo \
     ./cmd/dra-failfast-bench ./cmd/dra-failfast-check ./cmd/upstream-e2e
   # The workload runs inside containers: static, no cgo.
   CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "${BIN_DIR}/test-workload" ./cmd/test-workload
-  # The example driver, from its own module, as a driver author builds it (the e2e tests run it).
-  (cd "${REPO_ROOT}/${EXAMPLE_MODULE}" && go build -o "${BIN_DIR}/gpu-driver" .)
+  # The example driver, from its own module (the e2e tests run it).
+  (cd "${REPO_ROOT}/${EXAMPLE_MODULE}" && fork_go build -o "${BIN_DIR}/gpu-driver" .)
 }
 
 build_images() {
@@ -167,7 +154,7 @@ total_start=$(date +%s)
 for step in "${steps[@]}"; do
   case "${step}" in
     debs) install_debian_packages ;;
-    kube) timed "kube binaries" build_kube ;;
+    kube) timed "kube binaries" build_control_plane ;;
     etcd) timed "etcd" build_etcd ;;
     containerd) timed "containerd" build_containerd ;;
     tools) timed "tools" build_tools ;;

@@ -36,27 +36,29 @@ done
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 mkdir -p "${KIND_BIN}" "${KIND_TOOLS_BIN}" "${KIND_IMAGES}" "${KIND_CACHE}"
 
-# The control-plane images reuse the local cluster's static binaries (hack/build-cluster-binaries.sh);
-# kube-proxy and kubeadm are built here, static too, as upstream builds them.
+# The control plane, kube-proxy and kubeadm of the node images are built here, static as upstream
+# releases them (the images have no C library); the local cluster's control plane
+# (hack/build-cluster-binaries.sh) is built with cgo, to share the kubelet's compile.
 build_binaries() {
   local date ldflags
+  local -a static=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubeadm)
   hack/build-kubelet.sh
   hack/build-kubelet.sh --stock
   hack/build-cluster-binaries.sh kube etcd containerd tools images
   if [ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ]; then
     date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
     ldflags="-s -w $(version_ldflags "${KUBE_VERSION}" "" clean "${date}")"
-    log "building kube-proxy kubeadm (${KUBE_VERSION}, static)"
+    log "building ${static[*]} (${KUBE_VERSION}, static)"
     CGO_ENABLED=0 go build -trimpath -tags="${KUBE_BUILD_TAGS}" -ldflags="${ldflags}" -o "${KIND_BIN}/" \
-      k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
+      "${static[@]/#/k8s.io/kubernetes/cmd/}"
   else
-    # Another version's, from its pristine tree, as its control plane (hack/build-cluster-binaries.sh).
+    # Another version's, from its pristine tree.
     # shellcheck source-path=SCRIPTDIR
     source "${REPO_ROOT}/hack/tree.sh"
     with_tree_lock ensure_pristine
-    CGO_ENABLED=0 timed "go build ./cmd/kube-proxy ./cmd/kubeadm (${KUBE_VERSION}, static)" \
+    CGO_ENABLED=0 timed "go build ${static[*]} (${KUBE_VERSION}, static)" \
       go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${KIND_BIN}/" \
-      ./cmd/kube-proxy ./cmd/kubeadm
+      "${static[@]/#/./cmd/}"
   fi
   # kind_env puts KIND_BIN first on PATH: the cluster's kubectl is the one of KUBE_VERSION.
   cp "${VERSION_BIN_DIR}/kubectl" "${KIND_BIN}/kubectl"
@@ -114,7 +116,7 @@ build_images() {
     [ -n "$(kubeadm_tag "${name}")" ] || die "kubeadm ${KUBE_VERSION} names no ${name} image: ${wanted}"
   done
   for bin in kube-apiserver kube-controller-manager kube-scheduler; do
-    pack "${VERSION_BIN_DIR}/${bin}" "${repo}/${bin}:${KUBE_VERSION}"
+    pack "${KIND_BIN}/${bin}" "${repo}/${bin}:${KUBE_VERSION}"
   done
   pack "${OUTPUT_DIR}/bin/etcd" "${repo}/etcd:$(kubeadm_tag etcd)"
   pack "${KIND_TOOLS_BIN}/coredns" "${repo}/coredns:$(kubeadm_tag coredns)"

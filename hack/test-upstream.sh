@@ -6,25 +6,16 @@
 # prints per package: result, top-level test counts and duration; exits non-zero on any failure.
 # The tree and workspace are prepared as by hack/build-kubelet.sh.
 #
-# Usage: hack/test-upstream.sh [PACKAGE...]   (packages relative to the tree, default below)
+# Usage: hack/test-upstream.sh [PACKAGE...]   (packages relative to the tree; default: TOUCHED_PACKAGES,
+#                                            hack/tree.sh)
 # Environment: GO_TEST_FLAGS  extra flags for go test (default: -timeout=30m; e.g. "-count=1 -race")
 # Output: _output/test-upstream/test.json (go test -json) and test.log (the plain test output);
 # with another KUBE_VERSION than the default, _output/test-upstream/<version>/.
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
-DEFAULT_PACKAGES=(
-  ./pkg/kubelet/cm/dra/...
-  ./pkg/kubelet/kuberuntime/...
-  ./pkg/kubelet
-  ./pkg/kubelet/types
-  ./pkg/kubelet/status
-)
-# On a version other than the default, this repository's kubelet-side package is tested there too,
-# compiled against that tree (make unit tests it against the default's).
-${ported} && DEFAULT_PACKAGES+=("${MODULE_PREFIX}/pkg/kubelet/cm/dra/...")
 packages=("$@")
-[ ${#packages[@]} -gt 0 ] || packages=("${DEFAULT_PACKAGES[@]}")
+[ ${#packages[@]} -gt 0 ] || packages=("${TOUCHED_PACKAGES[@]}")
 read -ra test_flags <<< "${GO_TEST_FLAGS:--timeout=30m}"
 
 with_tree_lock ensure_pristine

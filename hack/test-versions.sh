@@ -25,8 +25,8 @@
 #   bench    the benchmark's failing path with that version's fork kubelet on the local cluster of
 #            that version's control plane (BENCH_MODE=failing: driver answer -> Failed, and the
 #            raised-QPS storm; needs root).
-# make test runs the unit stage on every version but the default (hack/test.sh, stage versions),
-# whose full suite runs in the other stages of make test.
+# make test runs a cheaper check on every version but the default (hack/test.sh, stage versions:
+# hack/verify-patches.sh --typecheck), and the default's full suite in its other stages.
 #
 # Usage: hack/test-versions.sh [STAGE...]      (default: series unit e2e upstream-e2e bench)
 # Environment: TEST_VERSIONS="v1.36.3 ..."     (default: every supported version)

@@ -3,10 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # The project's test run (make test, README, .ci/run), or some of its stages:
-#   hack/test.sh [STAGE...]      default: verify unit adoption real-driver build upstream versions e2e kind release, in
-#                                this order: what fits make test's 60-minute budget from cold on 2
-#                                cores. upstream-e2e and bench run only when named (make
-#                                test-extra runs both): with them a cold run took 77 min.
+#   hack/test.sh [STAGE...]      default: verify unit build upstream versions e2e release, in this
+#                                order: what fits make test's 60-minute budget from cold on 2 cores.
+#                                make test-extra runs the rest: adoption real-driver upstream-e2e
+#                                bench kind (docs/building.md, "How long it takes").
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
 #            go.mod, the patch series applies to pristine KUBE_VERSION and builds)
 #   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
@@ -17,9 +17,10 @@
 #            test-real-driver runs its own e2e suite on kind, stock / gate off / gate on)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
-#   versions on every supported Kubernetes version but the default: the series ported to its tree,
-#            upstream's unit tests of the touched packages there and pkg/kubelet/cm/dra compiled
-#            against it and tested (hack/test-versions.sh unit; make test-versions runs more)
+#   versions on every supported Kubernetes version but the default: the series ported to its tree
+#            applies, stays within its budget, and ./cmd/kubelet and the touched packages with their
+#            tests type-check there (hack/verify-patches.sh --typecheck; make test-versions builds,
+#            tests and benchmarks each version)
 #   e2e      end-to-end tests on a real local cluster (make e2e runs build and e2e)
 #   upstream-e2e  upstream's DRA node e2e specs that prepare and unprepare claims, against the fork
 #            with its gate on, on this host (make test-upstream-e2e runs all DRA specs, the
@@ -36,8 +37,8 @@
 # Ends with one line "N passed, N failed" over every test that ran. build, e2e, upstream-e2e, bench,
 # kind and release need root (Debian packages, containerd, kubelet); all need the Go module proxy.
 # shellcheck disable=SC2317 # stages are called through stage()
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hack/tree.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 cd "${REPO_ROOT}" || exit 1
 
 results="${OUTPUT_DIR}/test"
@@ -105,19 +106,24 @@ upstream_tests() {
   return "${rc}"
 }
 
-# other_versions: hack/test-versions.sh unit on every supported version but the default, its tests
-# counted like upstream_tests'.
+# other_versions: on every supported version but the default, the series as ported there applies,
+# stays within its budget, and ./cmd/kubelet and the touched packages with their tests type-check in
+# that tree (hack/verify-patches.sh --typecheck: seconds per version, where compiling and running
+# their unit tests costs ten minutes each from cold; make test-versions does that and more). Each
+# version counts as one test.
 other_versions() {
-  local rc=0 version line
-  local -a others=()
+  local rc=0 version log
   for version in "${SUPPORTED_KUBE_VERSIONS[@]}"; do
-    [ "${version}" = "${DEFAULT_KUBE_VERSION}" ] || others+=("${version}")
-  done
-  TEST_VERSIONS="${others[*]}" hack/test-versions.sh unit || rc=$?
-  for version in "${others[@]}"; do
-    line=$(grep -E '^tests: ' "${OUTPUT_DIR}/test-upstream/${version}/summary.txt" 2>/dev/null || echo "tests: 0 passed, 1 failed")
-    passed=$((passed + $(sed -E 's/^tests: ([0-9]+) passed.*/\1/' <<<"${line}")))
-    failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line}")))
+    [ "${version}" != "${DEFAULT_KUBE_VERSION}" ] || continue
+    log="${results}/versions-${version}.log"
+    if KUBE_VERSION=${version} hack/verify-patches.sh --typecheck > "${log}" 2>&1; then
+      passed=$((passed + 1))
+      grep -E 'typecheck: |OK: ' "${log}" | sed "s/^/${version}: /"
+    else
+      failed=$((failed + 1)) rc=1
+      echo "${version}: last lines of ${log#"${REPO_ROOT}/"}:"
+      tail -40 "${log}"
+    fi
   done
   return "${rc}"
 }
@@ -128,7 +134,9 @@ e2e_package() {
   local name=$1 pkg=$2 rc=0 log
   shift 2
   log="${results}/${name}.log"
-  go test -tags e2e_node -count=1 -v -timeout 30m "$@" "${pkg}" > "${log}" 2>&1 || rc=$?
+  # In the workspace the tools were built in, reusing the kubelet's compile (fork_go, hack/tree.sh).
+  prepare_fork_workspace > /dev/null
+  fork_go test -tags "e2e_node,${KUBE_BUILD_TAGS}" -count=1 -v -timeout 30m "$@" "${pkg}" > "${log}" 2>&1 || rc=$?
   grep -E '^(ok|FAIL|--- |    [a-z0-9_]+_test\.go)' "${log}" | grep -v 'localcluster \[' | cut -c1-300 || true
   [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
   count_go_tests "${log}"
@@ -196,7 +204,7 @@ run_stage() {
     real-driver) stage "a driver written elsewhere adopts the library (hack/test-real-driver.sh check)" real_driver_check ;;
     build) stage "build (fork and stock kubelet, local cluster, test driver, tools)" hack/build.sh ;;
     upstream) stage "upstream unit tests in the patched tree" upstream_tests ;;
-    versions) stage "the series and its unit tests on the other Kubernetes versions (hack/test-versions.sh unit)" other_versions ;;
+    versions) stage "the series applies and type-checks on the other Kubernetes versions (hack/verify-patches.sh --typecheck)" other_versions ;;
     e2e) stage "end-to-end tests on a local cluster (stock kubelet, then the fork)" e2e_tests ;;
     upstream-e2e) stage "upstream's DRA node e2e specs, fork with the gate on (hack/test-upstream-e2e.sh)" upstream_e2e ;;
     bench) stage "benchmark smoke run (make bench BENCH_MODE=smoke)" bench_smoke ;;
@@ -231,7 +239,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit adoption real-driver build upstream versions e2e kind release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream versions e2e release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | upstream-e2e | bench | kind | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

@@ -117,6 +117,19 @@ DEFAULT_PRISTINE_TREE="${OUTPUT_DIR}/tree/pristine"
 ported=false
 [ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || ported=true
 
+# The upstream packages the series touches, whose own unit tests must still pass in the patched tree
+# (hack/test-upstream.sh) and which must compile with their tests there (hack/verify-patches.sh
+# --typecheck). On a version other than the default, this repository's kubelet-side package too,
+# compiled against that tree (make unit tests it against the default's).
+TOUCHED_PACKAGES=(
+  ./pkg/kubelet/cm/dra/...
+  ./pkg/kubelet/kuberuntime/...
+  ./pkg/kubelet
+  ./pkg/kubelet/types
+  ./pkg/kubelet/status
+)
+${ported} && TOUCHED_PACKAGES+=("${MODULE_PREFIX}/pkg/kubelet/cm/dra/...")
+
 # port_of PATCH: prints the hand-ported copy of PATCH for KUBE_VERSION's minor, or PATCH itself.
 port_of() {
   local patch=$1 port
@@ -380,7 +393,11 @@ write_workspace() {
       write_fork_module "${tree}" "${FORK_MODULE}"
       edits+=("-use=$(realpath --relative-to="${dir}" "${FORK_MODULE}")")
     else
-      edits+=("-use=$(realpath --relative-to="${dir}" "${REPO_ROOT}")")
+      # This repository's workspace modules (go.work) too, so that its tools, tests and vet can run
+      # in this workspace (fork_go); they add modules, never move one (check_workspace_versions).
+      for mod in . "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"; do
+        edits+=("-use=$(realpath --relative-to="${dir}" "${REPO_ROOT}/${mod}")")
+      done
     fi
   fi
   for mod in $(staging_modules "${tree}/go.mod"); do
@@ -486,6 +503,23 @@ kube_ldflags() {
     date=$(TZ=UTC tree_git "${tree}" log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
   fi
   version_ldflags "${version}" "${commit}" "${state}" "${date}"
+}
+
+# prepare_fork_workspace: the default version's patched tree and its workspace, up to date.
+prepare_fork_workspace() {
+  with_tree_lock ensure_pristine
+  with_tree_lock ensure_patched
+  with_tree_lock write_workspace "${PATCHED_TREE}" "${PATCHED_WORK}"
+}
+
+# fork_go ARG...: the go command on this repository's modules in the patched tree's workspace
+# (prepare_fork_workspace) with the kubelet's flags (-trimpath, KUBE_BUILD_TAGS; a -tags on the
+# command line replaces them, so name them there too). go vet, the tools and the e2e tests then
+# reuse the kubelet's compile of every package they share with it (k8s.io/* and most third-party
+# modules: identical sources, module identities and flags) instead of compiling that graph a second
+# time from the module cache: about 330 s of make test from cold (docs/building.md).
+fork_go() {
+  GOWORK="${PATCHED_WORK}" GOFLAGS="${GOFLAGS:+${GOFLAGS} }-trimpath -tags=${KUBE_BUILD_TAGS}" go "$@"
 }
 
 # go_build_kube TREE WORKFILE VERSION OUT PKG...: builds PKG in TREE like upstream's release builds

@@ -33,12 +33,19 @@ gofmt_clean() {
   [ -z "${unformatted}" ] || { echo "gofmt needed: ${unformatted}"; return 1; }
 }
 
+# go vet in the patched tree's workspace with the kubelet's flags (fork_go, hack/tree.sh): run after
+# the series check, whose kubelet build has compiled most of what vet needs.
 go_vet() {
-  local mod
-  go vet ./... && go vet -tags e2e_node ./test/... ./internal/... && go vet -tags kindcluster ./test/kind/ || return 1
-  for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"; do
-    (cd "${mod}" && go vet ./...) || return 1
-  done
+  (
+    # shellcheck source=hack/tree.sh
+    source hack/tree.sh
+    prepare_fork_workspace
+    fork_go vet ./... && fork_go vet -tags "e2e_node,${KUBE_BUILD_TAGS}" ./test/... ./internal/... &&
+      fork_go vet -tags "kindcluster,${KUBE_BUILD_TAGS}" ./test/kind/ || exit 1
+    for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}" "${EXAMPLE_MODULE}"; do
+      (cd "${mod}" && fork_go vet ./...) || exit 1
+    done
+  ) || return 1
   # Outside the workspace: its plugin versions must stay upstream's (hack/tools/go.mod).
   (cd hack/tools && GOWORK=off go vet ./...)
 }
@@ -52,13 +59,13 @@ shellcheck_scripts() {
 }
 
 check gofmt gofmt_clean
-check vet go_vet
 check shellcheck shellcheck_scripts
 check license-headers hack/verify-license.sh
 check codegen hack/verify-codegen.sh
 check gomod hack/verify-gomod.sh
 check library-release hack/release-library.sh --check
 check patches hack/verify-patches.sh
+check vet go_vet
 check manifests hack/update-manifests.sh --check
 check upstream-series hack/upstream.sh verify --quick
 [ "${#failed[@]}" -eq 0 ] || die "verify failed: ${failed[*]}"

@@ -8,6 +8,7 @@ go 1.26.0
 
 require (
 	github.com/bufbuild/protocompile v0.14.1
+	golang.org/x/tools v0.26.0
 	google.golang.org/protobuf v1.36.11
 )
 
@@ -15,7 +16,6 @@ require (
 	golang.org/x/exp v0.0.0-20240506185415-9bf2ced13842 // indirect
 	golang.org/x/mod v0.21.0 // indirect
 	golang.org/x/sync v0.8.0 // indirect
-	golang.org/x/tools v0.26.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2 // indirect
 	sigs.k8s.io/logtools v0.11.0 // indirect
 )
