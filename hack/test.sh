@@ -8,7 +8,8 @@
 #                                make test-extra runs the rest: adoption real-driver upstream-e2e
 #                                bench kind (docs/building.md, "How long it takes").
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
-#            go.mod, the patch series applies to pristine KUBE_VERSION and builds)
+#            go.mod, the patch series applies to pristine KUBE_VERSION and builds; the two
+#            checks only the kind recipe needs run in the kind stage)
 #   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
 #   adoption outside modules fetch the driver library by its release tag, with no replace, and build
 #            and test against it (a scratch release; hack/verify-adoption.sh)
@@ -27,11 +28,12 @@
 #            kubelet-restart ones included, in systemd nodes, stock / gate off / gate on, and the
 #            series' own KEP-5322 specs)
 #   bench    the benchmark's smoke run (make bench BENCH_MODE=smoke)
-#   kind     make test-kind but its two slowest scenarios (driver DaemonSet roll, node reboot: 3 min
-#            each, waiting on the kubelets' pod resync; make test-kind runs them) and the webhook
-#            load measurement (TestWebhookUnderForgedLoad): node images built
-#            with nothing from a registry, the mixed fork/stock kind cluster, both drivers deployed
-#            from deploy/, test/kind's cluster tests, the cluster and the engine taken down, the host
+#   kind     the Helm chart's check and go vet of test/kind's cluster tests (KIND_VERIFY_CHECKS),
+#            then make test-kind but its two slowest scenarios (driver DaemonSet roll, node reboot:
+#            3 min each, waiting on the kubelets' pod resync; make test-kind runs them) and the
+#            webhook load measurement (TestWebhookUnderForgedLoad): node images built with nothing
+#            from a registry, the mixed fork/stock kind cluster, both drivers deployed from
+#            deploy/, test/kind's cluster tests, the cluster and the engine taken down, the host
 #            checked
 #   release  two release builds give the same kubelet (hack/verify-release.sh)
 # Ends with one line "N passed, N failed" over every test that ran. build, e2e, upstream-e2e, bench,
@@ -186,10 +188,21 @@ bench_smoke() {
   fi
 }
 
-# kind_smoke: make test-kind, counted like the other go test stages.
+# The checks of make verify that only the kind recipe needs: the Helm chart's (helm's own compile,
+# about three minutes cold) and go vet of the kind cluster tests (kind's dependencies, about one
+# minute): the kind stage runs them, the verify stage all the others.
+KIND_VERIFY_CHECKS="manifests vet-kind"
+
+verify_checks() {
+  VERIFY_SKIP=${KIND_VERIFY_CHECKS} hack/verify.sh
+}
+
+# kind_smoke: the kind recipe's checks of make verify (KIND_VERIFY_CHECKS), then make test-kind,
+# counted like the other go test stages.
 kind_smoke() {
   local log="${results}/kind.log" rc=0
-  KIND_TEST_SKIP='^(TestDriverRollout|TestNodeReboot|TestWebhookUnderForgedLoad)$' hack/test-kind.sh > "${log}" 2>&1 || rc=$?
+  VERIFY_ONLY=${KIND_VERIFY_CHECKS} hack/verify.sh > "${log}" 2>&1 || { echo "hack/verify.sh (${KIND_VERIFY_CHECKS}) failed:"; tail -20 "${log}"; return 1; }
+  KIND_TEST_SKIP='^(TestDriverRollout|TestNodeReboot|TestWebhookUnderForgedLoad)$' hack/test-kind.sh >> "${log}" 2>&1 || rc=$?
   grep -E '^(ok|FAIL|--- )|test-kind|kind cluster .* up in' "${log}" | cut -c1-300 || true
   [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
   count_go_tests "${log}"
@@ -198,7 +211,7 @@ kind_smoke() {
 
 run_stage() {
   case "$1" in
-    verify) stage "static checks and the patch series (hack/verify.sh)" hack/verify.sh ;;
+    verify) stage "static checks and the patch series (hack/verify.sh)" verify_checks ;;
     unit) stage "unit tests (-race)" unit_tests ;;
     adoption) stage "outside modules fetch the driver library by tag (hack/verify-adoption.sh)" adoption_check ;;
     real-driver) stage "a driver written elsewhere adopts the library (hack/test-real-driver.sh check)" real_driver_check ;;
