@@ -4,10 +4,10 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dra-failfast/dra-failfast/hack/tools/internal/filetree"
 )
 
 // writeModule writes a module example.test/m with the given files (name -> content) into a
@@ -16,15 +16,7 @@ func writeModule(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files["go.mod"] = "module example.test/m\n\ngo 1.26\n"
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	filetree.Write(t, dir, files)
 	return dir
 }
 

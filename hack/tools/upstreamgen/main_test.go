@@ -8,23 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dra-failfast/dra-failfast/hack/tools/internal/filetree"
 )
 
 const testBoilerplate = "/*\nCopyright The Kubernetes Authors.\n*/\n"
-
-// writeFiles writes name -> content below dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 const header = "// Copyright 2026 The dra-failfast Authors.\n// SPDX-License-Identifier: Apache-2.0\n\n"
 
@@ -140,9 +128,9 @@ func describe(s string) claimResult {
 }
 `
 	repo, tree := t.TempDir(), t.TempDir()
-	writeFiles(t, repo, sources)
-	writeFiles(t, repo, map[string]string{"generated.txt": manifest})
-	writeFiles(t, tree, map[string]string{"hack/boilerplate/boilerplate.go.txt": testBoilerplate})
+	filetree.Write(t, repo, sources)
+	filetree.Write(t, repo, map[string]string{"generated.txt": manifest})
+	filetree.Write(t, tree, map[string]string{"hack/boilerplate/boilerplate.go.txt": testBoilerplate})
 	manifestPath := filepath.Join(repo, "generated.txt")
 
 	// -existing: nothing is in the tree yet, nothing is written.
@@ -179,7 +167,7 @@ var cleaned = clean("x")
 	}
 
 	// An edit of the series' copy is found.
-	writeFiles(t, tree, map[string]string{"pkg/kubelet/cm/dra/text.go": wantText + "\n// edited\n"})
+	filetree.Write(t, tree, map[string]string{"pkg/kubelet/cm/dra/text.go": wantText + "\n// edited\n"})
 	differ, err = run(manifestPath, repo, tree, true, false)
 	if err != nil || len(differ) != 1 || !strings.Contains(differ[0], "pkg/kubelet/cm/dra/text.go") {
 		t.Fatalf("-check after an edit of the copy: have %q, %v", differ, err)
@@ -217,11 +205,11 @@ func TestGenerateRefuses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			repo, tree := t.TempDir(), t.TempDir()
-			writeFiles(t, repo, map[string]string{
+			filetree.Write(t, repo, map[string]string{
 				"src.go":        tc.source,
 				"generated.txt": "file src.go pkg/dra/src.go dra\nimport github.com/dra-failfast/dra-failfast/api/v2 .\nrename Clean clean\n",
 			})
-			writeFiles(t, tree, map[string]string{"hack/boilerplate/boilerplate.go.txt": testBoilerplate})
+			filetree.Write(t, tree, map[string]string{"hack/boilerplate/boilerplate.go.txt": testBoilerplate})
 			_, err := run(filepath.Join(repo, "generated.txt"), repo, tree, false, false)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("want an error with %q, have %v", tc.wantErr, err)
@@ -239,7 +227,7 @@ func TestReadManifestRefuses(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "generated.txt")
-			writeFiles(t, filepath.Dir(path), map[string]string{"generated.txt": manifest})
+			filetree.Write(t, filepath.Dir(path), map[string]string{"generated.txt": manifest})
 			if _, err := readManifest(path); err == nil {
 				t.Fatal("accepted")
 			}
