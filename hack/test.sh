@@ -201,7 +201,12 @@ verify_checks() {
 # counted like the other go test stages.
 kind_smoke() {
   local log="${results}/kind.log" rc=0
-  VERIFY_ONLY=${KIND_VERIFY_CHECKS} hack/verify.sh > "${log}" 2>&1 || { echo "hack/verify.sh (${KIND_VERIFY_CHECKS}) failed:"; tail -20 "${log}"; return 1; }
+  VERIFY_ONLY=${KIND_VERIFY_CHECKS} hack/verify.sh > "${log}" 2>&1 || {
+    echo "hack/verify.sh (${KIND_VERIFY_CHECKS}) failed:"
+    tail -20 "${log}"
+    failed=$((failed + 1))
+    return 1
+  }
   KIND_TEST_SKIP='^(TestDriverRollout|TestNodeReboot|TestWebhookUnderForgedLoad)$' hack/test-kind.sh >> "${log}" 2>&1 || rc=$?
   grep -E '^(ok|FAIL|--- )|test-kind|kind cluster .* up in' "${log}" | cut -c1-300 || true
   [ "${rc}" -eq 0 ] || { echo "last lines of ${log#"${REPO_ROOT}/"}:"; tail -40 "${log}"; }
