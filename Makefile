@@ -6,7 +6,7 @@
 # BENCH_MODE: the mode of bench, full by default (hack/bench.sh lists the modes).
 .PHONY: demo test test-versions unit e2e verify bench build kubelet kubelet-stock release verify-release kind-image \
 	kind-up kind-down kind-demo test-kind test-real-driver \
-	verify-patches verify-upstream upstream-series test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
+	verify-patches verify-upstream test-extra verify-adoption release-library test-upstream test-upstream-e2e test-series update-patches test-e2e-race
 
 # The two commands of the README.
 demo:
@@ -28,10 +28,6 @@ verify:
 # The upstream-shaped KEP-5322 series (upstream/README.md).
 verify-upstream:
 	hack/upstream.sh verify
-
-# Renders this repository's sources that the series carries into it (upstream/generated.txt).
-upstream-series:
-	hack/upstream.sh series
 
 bench:
 	BENCH_MODE="$(BENCH_MODE)" hack/bench.sh

@@ -7,7 +7,7 @@
 # (upstream/patches/), each with DRAHandlePermanentDriverFailures off and on, compared spec by
 # spec (cmd/upstream-e2e); the fork with the gate on also runs the fork series' own KEP-5322 spec
 # (test/e2e_node/dra_failfast_test.go in staging-patches/), the series' kubelet runs the series'
-# own e2e_node.test: upstream's specs plus the seven 0008 adds to test/e2e_node/dra_test.go.
+# own e2e_node.test: upstream's specs plus the nine 0005 adds to test/e2e_node/dra_test.go.
 # Needs root; never run it while a local cluster is up (same ports, same /var/lib/kubelet).
 #   1. builds what make demo builds (hack/build.sh), and upstream's e2e_node.test with
 #      upstream's build tags: from the pristine tree, from the patched tree and (for the series'

@@ -13,20 +13,15 @@
 #            protobindings and conversions generate for the kubelet's gRPC APIs; commit the result
 #            with the change to the .proto
 #   export   writes the tree's commits to upstream/patches/ (SERIES=upstream hack/update-patches.sh)
-#   series   make upstream-series: renders, in every commit of _output/tree/upstream, the files
-#            that are this repository's own sources (upstream/generated.txt, hack/tools/upstreamgen),
-#            then exports; run it after changing one of those sources
 #   library  the driver library (pkg/failfastplugin) vetted and tested against the series'
 #            kubeletplugin in _output/tree/upstream, with the build tag that makes its Permanent
 #            mark KEP-5322's ErrPermanent (verify runs it too)
 #   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
 #            generated code byte for byte; the series applies; its generated code is what the
-#            generators make of its sources; its files that are this repository's sources are
-#            exactly their rendering (hack/tools/upstreamgen -check); its error_type is declared
-#            as the fork's (hack/tools/wirecheck); its pod worker reuses a status on the fork's
-#            condition (hack/tools/gluecheck); go vet and go test of every package it
-#            changes, the driver library against its kubeletplugin (library, above), its
-#            integration tests (UPSTREAM_INTEGRATION_TESTS), go build
+#            generators make of its sources; its error_type is declared as the fork's
+#            (hack/tools/wirecheck); go vet and go test of every package it changes, the driver
+#            library against its kubeletplugin (library, above), its integration tests
+#            (UPSTREAM_INTEGRATION_TESTS, none today), go build
 #            ./cmd/kubelet and upstream's own verify scripts in UPSTREAM_VERIFY_SCRIPTS; when
 #            all passed, it writes upstream/verified.txt: the digest of upstream/patches/ it
 #            verified. make verify (and so make test) runs --quick: everything up to the Go
@@ -45,7 +40,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree.sh"
 
 KUBELET_APIS=staging/src/k8s.io/kubelet/pkg/apis
 UPSTREAM_TOOLS="${OUTPUT_DIR}/tools/upstream"
-GENERATED_MANIFEST="${REPO_ROOT}/upstream/generated.txt"
 # Upstream's verify scripts that apply to what the series changes and run here (offline, without
 # hack/tools, which the module zip lacks); verify also runs the checks of verify-import-boss.sh and
 # of verify-golangci-lint.sh's logcheck on the changed packages; upstream/README.md lists the
@@ -54,8 +48,13 @@ UPSTREAM_VERIFY_SCRIPTS=(verify-gofmt.sh verify-featuregates.sh verify-test-feat
   verify-test-code.sh verify-import-aliases.sh)
 # The series' integration tests, PACKAGE:TEST-REGEXP: run with etcd (hack/build-cluster-binaries.sh) on
 # PATH, as upstream's hack/make-rules/test-integration.sh runs them. Only the tests the series
-# extends: the whole package takes many minutes.
-UPSTREAM_INTEGRATION_TESTS=(./test/integration/job:'^TestJobPodFailurePolicy$')
+# extends: the whole package takes many minutes. None today: the KEP plans no integration test,
+# and the series changes no controller (upstream/README.md).
+UPSTREAM_INTEGRATION_TESTS=()
+# golangci-lint for hack/verify-golangci-lint.sh's check: the version the Go module proxy serves
+# that builds with this machine's Go (upstream pins its own in hack/tools/golangci-lint, which the
+# module zip lacks).
+GOLANGCI_LINT_VERSION=v2.15.0
 
 # upstream_codegen TREE: regenerates the kubelet's gRPC API bindings (every api.proto under
 # KUBELET_APIS) with hack/lib/protoc.sh's protoc flags, boilerplate and gofmt -s, and the
@@ -66,7 +65,7 @@ upstream_codegen() {
   local -a conversion_dirs=()
   work="${tree}.codegen.work"
   mkdir -p "${UPSTREAM_TOOLS}"
-  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck ./gluecheck ./upstreamgen \
+  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./protoc ./wirecheck \
     google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc)
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   (cd "${tree}" && GOWORK="${work}" go build -o "${UPSTREAM_TOOLS}/conversion-gen" ./staging/src/k8s.io/code-generator/cmd/conversion-gen)
@@ -107,7 +106,6 @@ require_clean() {
   fi
 }
 
-# the_patch DIR NAME: the one patch file in DIR whose name (after its number) begins with NAME.
 VERIFIED_STAMP="${REPO_ROOT}/upstream/verified.txt"
 
 # series_digest: what upstream/verified.txt records: the base version and the sha256 of the
@@ -141,15 +139,41 @@ test_library() {
     die "the driver library fails against the series' kubeletplugin (above)"
 }
 
-the_patch() {
-  local -a found
-  mapfile -t found < <(find "$1" -maxdepth 1 -name "[0-9][0-9][0-9][0-9]-$2*.patch")
-  [ "${#found[@]}" -eq 1 ] || die "${#found[@]} patches named $2... in ${1#"${REPO_ROOT}/"}/, want one"
-  echo "${found[0]}"
+# golangci_lint TREE TMP WORK PACKAGE...: hack/verify-golangci-lint.sh's check of a pull request
+# on the series' changes (--new-from-rev: what the series adds, as upstream's CI reports it for a
+# PR), with the tree's hack/golangci.yaml minus its three plugin linters, which need golangci-lint's
+# plugin build from hack/tools: logcheck (run above as its own command), kubeapilinter (API types
+# under staging/src/k8s.io/api only) and sorted (the order of the feature gates, which
+# verify-featuregates.sh checks).
+golangci_lint() {
+  local tree=$1 tmp=$2 work=$3
+  shift 3
+  GOBIN="${UPSTREAM_TOOLS}" GOWORK=off go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
+  python3 - "${tree}/hack/golangci.yaml" "${tmp}/golangci.yaml" <<'PY' || die "cannot derive the golangci-lint configuration"
+import sys, yaml
+plugins = {"logcheck", "kubeapilinter", "sorted"}
+config = yaml.safe_load(open(sys.argv[1]))
+linters = config["linters"]
+linters["enable"] = [l for l in linters["enable"] if l not in plugins]
+linters["settings"].pop("custom", None)
+kept = []
+for rule in linters.get("exclusions", {}).get("rules", []):
+    if "linters" in rule:
+        rule["linters"] = [l for l in rule["linters"] if l not in plugins]
+        if not rule["linters"]:
+            continue
+    kept.append(rule)
+linters["exclusions"]["rules"] = kept
+yaml.safe_dump(config, open(sys.argv[2], "w"))
+PY
+  log "golangci-lint ${GOLANGCI_LINT_VERSION} (hack/golangci.yaml without its plugin linters) on the series' changes"
+  (cd "${tree}" && GOWORK="${work}" "${UPSTREAM_TOOLS}/golangci-lint" run --config "${tmp}/golangci.yaml" \
+    --new-from-rev "${UPSTREAM_TAG}" --build-tags "${KUBE_BUILD_TAGS}" "$@") ||
+    die "golangci-lint: the series' changes break upstream's linters (above)"
 }
 
 verify() {
-  local start tmp tree work generated script wire glue
+  local start tmp tree work generated script wire
   local -a patches=() packages=() test_packages=()
   local integration
   start=$(date +%s)
@@ -173,23 +197,12 @@ verify() {
   upstream_codegen "${tree}"
   require_clean "${tree}" "the series' generated code is not what its sources generate (above): run hack/upstream.sh codegen in the series' tree and commit"
   log "the series' generated code is current"
-  # One source: the series' copies of this repository's own sources are their rendering.
-  "${UPSTREAM_TOOLS}/upstreamgen" -check -manifest "${GENERATED_MANIFEST}" -repo "${REPO_ROOT}" -tree "${tree}" ||
-    die "the series is not what this repository's sources render (above): run make upstream-series (a missing file: see upstream/README.md)"
-  log "the series' $(grep -c '^file ' "${GENERATED_MANIFEST}") files from this repository's sources are their rendering (upstream/generated.txt)"
   # One wire format: the fork's error_type declaration (its drivers and kubelet) and the series'.
   wire=$("${UPSTREAM_TOOLS}/wirecheck" \
     "${REPO_ROOT}/api:draplugin/v1alpha/api.proto:dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseExtension.error_type" \
     "${tree}:${KUBELET_APIS}/dra/v1/api.proto:k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse.error_type") ||
     die "the fork's error_type and the series' are declared differently (above)"
   log "error_type as the fork declares it (api/draplugin/v1alpha) and as the series does (dra/v1): ${wire}"
-  # One predicate: the pod worker's reuse of a status, upstream glue in each tree's idiom (the fork's
-  # staging-patches/ 0006, the series' optional 0009).
-  glue=$("${UPSTREAM_TOOLS}/gluecheck" pkg/kubelet/pod_workers.go nothingInRuntime \
-    "$(the_patch "${REPO_ROOT}/staging-patches" pod_workers-terminate-a-pod-that-never-reached)" \
-    "$(the_patch "${PATCHES_DIR}" kubelet-terminate-a-pod-failed-before-it-reached)") ||
-    die "the fork's pod worker reuse (staging-patches/) and the series' (upstream/patches/) are guarded differently (above)"
-  log "the fork's and the series' pod workers: ${glue}"
   work="${tmp}/tree.work"
   write_workspace "${tree}" "${work}" --upstream >/dev/null
   # Unit test packages; test/ holds the e2e suites (vetted below, run by make test-upstream-e2e)
@@ -258,6 +271,7 @@ verify() {
   log "logcheck -config hack/logcheck.conf on the changed packages"
   (cd "${tree}" && GOWORK="${work}" GOFLAGS="${GOFLAGS} -tags=${KUBE_BUILD_TAGS}" "${UPSTREAM_TOOLS}/logcheck" -config hack/logcheck.conf "${packages[@]}" "${test_packages[@]}") ||
     die "logcheck: the series' logging breaks upstream's rules (above)"
+  golangci_lint "${tree}" "${tmp}" "${work}" "${packages[@]}" "${test_packages[@]}"
   {
     echo "# Written by make verify-upstream (hack/upstream.sh verify) when every check of it passed;"
     echo "# make test's quick verify requires the series to be the one named here."
@@ -267,35 +281,8 @@ verify() {
   log "OK: ${#patches[@]} upstream-shaped patch(es) verified ($(($(date +%s) - start))s); wrote ${VERIFIED_STAMP#"${REPO_ROOT}/"}"
 }
 
-# render_series TREE: renders this repository's sources into every commit of TREE that has them
-# (a file belongs to the commit that adds it), amending the commits whose rendering changed.
-render_series() {
-  local tree=$1 regenerate
-  require_clean "${tree}" "${tree#"${REPO_ROOT}/"} has uncommitted changes (above): commit them first"
-  printf -v regenerate '%q -existing -manifest %q -repo %q -tree . && git add -u && { git diff --cached --quiet || git commit -q --amend --no-edit; }' \
-    "${UPSTREAM_TOOLS}/upstreamgen" "${GENERATED_MANIFEST}" "${REPO_ROOT}"
-  if ! tree_git "${tree}" rebase -q --exec "${regenerate}" "${UPSTREAM_TAG}"; then
-    tree_git "${tree}" rebase --abort || true
-    die "rendering into the series' commits failed (above); the tree is back where it was"
-  fi
-}
-
-# series: make upstream-series: the series' tree with this repository's sources rendered into
-# it, exported.
-series() {
-  with_tree_lock ensure_pristine
-  with_tree_lock ensure_patched
-  mkdir -p "${UPSTREAM_TOOLS}"
-  (cd "${REPO_ROOT}/hack/tools" && GOWORK=off go build -o "${UPSTREAM_TOOLS}/" ./upstreamgen)
-  with_tree_lock render_series "${PATCHED_TREE}"
-  "${UPSTREAM_TOOLS}/upstreamgen" -check -manifest "${GENERATED_MANIFEST}" -repo "${REPO_ROOT}" -tree "${PATCHED_TREE}" ||
-    die "a file of upstream/generated.txt is in no commit of the series (above): render it with upstreamgen (without -existing), commit it in the commit it belongs to, then run make upstream-series again"
-  "${REPO_ROOT}/hack/update-patches.sh"
-}
-
 case "${1:-}" in
   tree) with_tree_lock ensure_pristine && with_tree_lock ensure_patched ;;
-  series) series ;;
   codegen)
     [ -d "${PATCHED_TREE}/.git" ] || die "no tree at ${PATCHED_TREE#"${REPO_ROOT}/"}: run hack/upstream.sh tree first"
     upstream_codegen "${PATCHED_TREE}"
@@ -307,5 +294,5 @@ case "${1:-}" in
     [ -d "${PATCHED_TREE}/.git" ] || die "no tree at ${PATCHED_TREE#"${REPO_ROOT}/"}: run hack/upstream.sh tree first"
     test_library "${PATCHED_TREE}"
     ;;
-  *) die "usage: hack/upstream.sh tree|codegen|export|series|verify [--quick]|library" ;;
+  *) die "usage: hack/upstream.sh tree|codegen|export|verify [--quick]|library" ;;
 esac

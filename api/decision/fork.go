@@ -11,12 +11,9 @@ import (
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
-// What only the fork has. classify.go and text.go are also files of the
-// upstream-shaped series (upstream/generated.txt); this file is not: there
-// error_type is a field of the v1 message (its permanentMark reads
-// GetErrorType), here it is read from the message's unknown fields, and the
-// node's driver failure policy and the record of prepared pods are the
-// fork's own.
+// What only the fork has beyond the KEP: error_type read from the v1
+// message's unknown fields (the fork's kubelet API has no such field), the
+// node's driver failure policy and the record of prepared pods.
 const (
 	// DowngradeMalformedErrorType: the unknown fields that would hold
 	// error_type do not parse.

@@ -137,7 +137,7 @@ func Kubelets(stock, fork, series string) []Kubelet {
 	}
 }
 
-// SeriesSpec is one of the specs the series adds to test/e2e_node/dra_test.go (0008).
+// SeriesSpec is one of the specs the series adds to test/e2e_node/dra_test.go (0005).
 type SeriesSpec struct {
 	// Text is the spec's text in the It call.
 	Text string
@@ -149,12 +149,14 @@ type SeriesSpec struct {
 var gateOn, gateOff = true, false
 
 // SeriesSpecs are the series' node e2e specs; TestSeriesSpecsMatchPatch keeps the list equal
-// to the It calls 0008 adds.
+// to the It calls 0005 adds.
 var SeriesSpecs = []SeriesSpec{
 	{"must fail pod if NodePrepareResources fails permanently", &gateOn},
 	{"must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds", nil},
 	{"must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled", &gateOff},
 	{"must fail pod only after NodeUnprepareResources succeeds if NodePrepareResources fails permanently", &gateOn},
+	{"must unprepare the claims of a pod failed permanently with another instance of the plugin", &gateOn},
+	{"must unprepare the claims of many pods failed permanently", &gateOn},
 	{"must not call NodePrepareResources again for a running pod after Kubelet restart, nor fail it", &gateOn},
 	{"must fail pod if NodePrepareResources fails permanently after Kubelet restart", &gateOn},
 	{"must fail pod and unprepare the claims of both plugins if NodePrepareResources fails permanently for one plugin", &gateOn},

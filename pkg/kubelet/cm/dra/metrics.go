@@ -11,8 +11,9 @@ import (
 )
 
 // metricsSubsystem is the kubelet's DRA metrics' (upstream's dra_operation_duration_seconds,
-// dra_resource_claims_in_use...): the two metrics of KEP-5322 have the names the
-// upstream-shaped series gives them in pkg/kubelet/metrics (upstream/patches 0006).
+// dra_resource_claims_in_use...): dra_permanent_failures_total has the name, label and meaning
+// the upstream-shaped series gives it in pkg/kubelet/metrics (upstream/patches 0004); the
+// downgrade counter is the fork's own.
 const metricsSubsystem = "dra"
 
 var (
@@ -20,7 +21,7 @@ var (
 		&metrics.CounterOpts{
 			Subsystem:      metricsSubsystem,
 			Name:           "permanent_failures_total",
-			Help:           "Cumulative number of ResourceClaims whose permanent NodePrepareResources failure made the kubelet fail a pod, by driver.",
+			Help:           "Cumulative number of NodePrepareResources failures that a DRA driver marked as permanent and that failed the pod.",
 			StabilityLevel: metrics.ALPHA,
 		},
 		[]string{"driver_name"},

@@ -8,9 +8,8 @@ import (
 	"github.com/dra-failfast/dra-failfast/api/draplugin/v1alpha"
 )
 
-// The fork's names for the light module's text helpers. In the
-// upstream-shaped series these are the helpers themselves (the renames of
-// upstream/generated.txt), so errors.go reads the same on both sides.
+// The kubelet package's names for the light module's text helpers, so that
+// errors.go reads as kubelet code.
 const (
 	// maxDriverMessageLen bounds the bytes of one driver message that reach
 	// errors, events and pod status: a driver must not bloat pod status.
