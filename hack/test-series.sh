@@ -6,8 +6,10 @@
 # nothing of this repository: hack/build-kubelet.sh --series) through this repository's own
 # checks, as the fork goes through them (issue 36, deliverable 3):
 #   1. the whole e2e_node suite (test/e2e_node) with _output/bin/kubelet-series as the node's
-#      kubelet; the tests of what only the fork has (the node's driver failure policy, the fork's
-#      metrics of it) skip themselves for a kubelet that is not the fork's, saying why;
+#      kubelet; the tests of what only the fork has (the node's driver failure policy) skip
+#      themselves for a kubelet that is not the fork's, saying why, and the checks of the fork's
+#      own message, bound, container states and downgrade reports apply to the fork alone
+#      (forkKubelet in test/e2e_node; docs/upstream.md, "Fork and series: what differs");
 #   2. the benchmark's failing path (BENCH_MODE=failing: time to Failed, the raised-QPS storm) on
 #      the fork's kubelet, then on the series' kubelet, each on a fresh local cluster.
 # Prints each goal of both benchmark runs side by side. Not in make test (about 25 minutes); run

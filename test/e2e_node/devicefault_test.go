@@ -32,7 +32,9 @@ import (
 // deploymentState counts the pods of a Deployment.
 type deploymentState struct {
 	created, failed, running int
-	// failedOn counts the Failed pods per device named in their message.
+	// failedOn counts the Failed pods per device named in their message:
+	// the fork names "(driver/device)"; with the series' kubelet, the
+	// message holds only the driver's words, "device NAME is broken".
 	failedOn map[string]int
 	// runningPods are the names of the Running pods.
 	runningPods []string
@@ -50,7 +52,12 @@ func deploymentPods(ctx context.Context, ns string) (deploymentState, error) {
 		case failedForDRA(&p):
 			st.failed++
 			for i := range 16 {
-				if device := testdriver.DeviceName(i); strings.Contains(p.Status.Message, "/"+device+")") || strings.Contains(p.Status.Message, "/"+device+",") {
+				device := testdriver.DeviceName(i)
+				named := strings.Contains(p.Status.Message, "/"+device+")") || strings.Contains(p.Status.Message, "/"+device+",")
+				if !forkKubelet {
+					named = strings.Contains(p.Status.Message, "device "+device+" is broken")
+				}
+				if named {
 					st.failedOn[device]++
 				}
 			}

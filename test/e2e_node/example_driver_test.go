@@ -181,7 +181,8 @@ func TestExampleDriver(t *testing.T) {
 	// The allocator tries devices in order: the first pod gets gpu-0.
 	createPodWith(t, ns, "broken", v1.RestartPolicyNever, "time-sliced")
 	pod := waitFor(t, ns, "broken", 2*time.Minute, "failed", podFailed)
-	checkFailedPod(t, pod, "GPU gpu-0 failed its health check", exampleDriverName)
+	checkFailedPod(t, pod, "GPU gpu-0 failed its health check")
+	checkForkMessage(t, pod, exampleDriverName)
 	taints := exampleDevices(ctx)["gpu-0"]
 	if !slices.ContainsFunc(taints, func(taint resourceapi.DeviceTaint) bool {
 		return taint.Key == failfastplugin.DefaultDeviceFaultTaintKey && taint.Effect == resourceapi.DeviceTaintEffectNoSchedule
@@ -201,7 +202,8 @@ func TestExampleDriver(t *testing.T) {
 	// validator's words first.
 	createPodWith(t, ns, "invalid", v1.RestartPolicyNever, "mps")
 	pod = waitFor(t, ns, "invalid", 2*time.Minute, "failed", podFailed)
-	checkFailedPod(t, pod, `sharing must be Exclusive or TimeSlicing, got "MPS" [ResourceClaim `+ns+"/invalid-mps-")
+	checkFailedPod(t, pod, `sharing must be Exclusive or TimeSlicing, got "MPS"`, "invalid-mps-")
+	checkForkMessage(t, pod, `got "MPS" [ResourceClaim `+ns+"/invalid-mps-")
 
 	// Nothing stays behind: no CDI spec of the driver, no allocated claim.
 	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
