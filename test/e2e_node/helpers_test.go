@@ -244,8 +244,7 @@ const seriesMessageMarker = "permanent failure: NodePrepareResources failed for 
 
 // checkForkMessage checks the parts of a failed pod's message that only the
 // fork's kubelet writes (the failing drivers named, claims as
-// namespace/name, every failing claim in claim order); nothing with another
-// kubelet.
+// namespace/name); nothing with another kubelet.
 func checkForkMessage(t *testing.T, pod *v1.Pod, parts ...string) {
 	t.Helper()
 	if !forkKubelet {
