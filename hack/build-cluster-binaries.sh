@@ -28,7 +28,7 @@ cd "${REPO_ROOT}" || exit 1
 build_control_plane() {
   with_tree_lock ensure_pristine
   log "building kube-apiserver kube-controller-manager kube-scheduler kubectl (${KUBE_VERSION}) from ${PRISTINE_TREE#"${REPO_ROOT}/"}"
-  go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${BIN_DIR}/" \
+  go_build_kube "${PRISTINE_TREE}" "$(stock_workspace)" "${KUBE_VERSION}" "${BIN_DIR}/" \
     ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl
 }
 

@@ -50,7 +50,7 @@ if ${stock}; then
   version=${KUBE_VERSION}
   log "building ${out#"${REPO_ROOT}/"} (${version}) from the pristine tree"
   timed "go build ./cmd/kubelet (stock)" \
-    go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${version}" "${out}" ./cmd/kubelet
+    go_build_kube "${PRISTINE_TREE}" "$(stock_workspace)" "${version}" "${out}" ./cmd/kubelet
 elif ${series}; then
   out="${BIN_DIR}/kubelet-series"
   version=${SERIES_VERSION}

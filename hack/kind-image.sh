@@ -57,7 +57,7 @@ build_binaries() {
     source "${REPO_ROOT}/hack/tree.sh"
     with_tree_lock ensure_pristine
     CGO_ENABLED=0 timed "go build ${static[*]} (${KUBE_VERSION}, static)" \
-      go_build_kube "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${KUBE_VERSION}" "${KIND_BIN}/" \
+      go_build_kube "${PRISTINE_TREE}" "$(stock_workspace)" "${KUBE_VERSION}" "${KIND_BIN}/" \
       "${static[@]/#/./cmd/}"
   fi
   # kind_env puts KIND_BIN first on PATH: the cluster's kubectl is the one of KUBE_VERSION.

@@ -14,7 +14,7 @@ DEFAULT_KUBE_VERSION=v1.37.2
 # The Kubernetes releases whose tree the fork's patch series is known to apply to and build in: the
 # newest patch of each minor the fork supports. The series is written against the default; on the
 # others it is ported (hack/tree.sh, ensure_patched; docs/versions.md).
-SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.36.3 v1.35.4)
+SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.38.0-beta.0 v1.36.3 v1.35.4)
 KUBE_VERSION=${KUBE_VERSION:-${DEFAULT_KUBE_VERSION}}
 supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
@@ -94,10 +94,6 @@ LIBRARY_VERSION="v0.${FORK_REVISION}.0"
 # sigs.k8s.io/structured-merge-diff/v7 v7.0.1, which its client-go needs (docs/building.md,
 # "Kubernetes versions").
 LIBRARY_KUBE_TESTED=(v0.36.6 v0.37.2)
-# The Go toolchain that Kubernetes 1.38 needs (its go.mod says go 1.27), fetched by the go command
-# from the Go module proxy: a build of modules that need a newer Go than the machine's runs with
-# GOTOOLCHAIN set to it.
-KUBE_PRERELEASE_TOOLCHAIN=go1.27.3
 # The module path prefix of this repository's modules.
 MODULE_PREFIX=github.com/dra-failfast/dra-failfast
 # The node's check tool (cmd/dra-failfast-check), a module of its own so that an operator can
@@ -114,7 +110,22 @@ GPU_DRIVER_CHART=deploy/helm/gpu-driver
 # cert-manager, whose own Issuer and Certificate definitions (its module's deploy/crds) the kind
 # tests install to check the chart's cert-manager path (test/kind TestChartCertificates).
 CERT_MANAGER_VERSION=v1.21.2
-export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+# The Go toolchain that Kubernetes 1.38 needs (its go.mod says go 1.27), fetched by the go command
+# from the Go module proxy: everything built for a 1.38 tree (KUBE_VERSION v1.38.*), and modules
+# requiring k8s.io/* v0.38 (hack/verify-adoption.sh, toolchain_for), run with GOTOOLCHAIN set to
+# it; the rest with the machine's Go.
+KUBE_PRERELEASE_TOOLCHAIN=go1.27.3
+# kube_toolchain VERSION: the GOTOOLCHAIN that builds VERSION's tree.
+kube_toolchain() {
+  case "$1" in
+    v1.38.*) echo "${KUBE_PRERELEASE_TOOLCHAIN}" ;;
+    *) echo local ;;
+  esac
+}
+if [ -z "${GOTOOLCHAIN:-}" ] || [ "${GOTOOLCHAIN}" = local ]; then
+  GOTOOLCHAIN=$(kube_toolchain "${KUBE_VERSION}")
+fi
+export GOTOOLCHAIN
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

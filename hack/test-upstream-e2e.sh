@@ -65,7 +65,7 @@ build_e2e_node() {
     go test -c -trimpath -tags "${KUBE_BUILD_TAGS}" -o "$3" ./test/e2e_node)
 }
 timed "e2e_node.test (pristine tree)" \
-  build_e2e_node "${PRISTINE_TREE}" "${PRISTINE_TREE}/go.work" "${E2E_BIN_DIR}/e2e_node.test"
+  build_e2e_node "${PRISTINE_TREE}" "$(stock_workspace)" "${E2E_BIN_DIR}/e2e_node.test"
 series_args=()
 if [[ ",${runs}," == *,series-* ]]; then
   "${REPO_ROOT}/hack/build-kubelet.sh" --series

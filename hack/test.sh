@@ -10,7 +10,8 @@
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
 #            go.mod, the patch series applies to pristine KUBE_VERSION and builds; the two
 #            checks only the kind recipe needs run in the kind stage)
-#   unit     our unit tests with -race, the root module's and the library modules' (make unit; no root)
+#   unit     our unit tests with -race: the root module's, the library modules', the tools' and the
+#            stand-ins' (make unit; no root)
 #   adoption outside modules fetch the driver library by its release tag, with no replace, and build
 #            and test against it (a scratch release; hack/verify-adoption.sh)
 #   real-driver  kubernetes-sigs/dra-example-driver v0.4.0 (../shared/third_party): our adoption patch
@@ -79,8 +80,9 @@ unit_tests() {
   for mod in "${LIBRARY_MODULES[@]}" "${TOOL_MODULE}"; do
     (cd "${mod}" && go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
   done
-  # Outside the workspace, as hack/verify.sh vets it.
+  # Outside the workspace, as hack/verify.sh vets them.
   (cd hack/tools && GOWORK=off go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
+  (cd hack/standins/iptables-wrappers && GOWORK=off go test -race -count=1 -v ./...) >> "${results}/unit.log" 2>&1 || rc=$?
   grep -E '^(ok|FAIL|---)' "${results}/unit.log" | grep -v '^--- PASS' || true
   count_go_tests "${results}/unit.log"
   return "${rc}"

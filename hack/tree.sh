@@ -83,17 +83,28 @@ module_dirs() {
   outside_module go mod download -json "$@" | awk -F'"' '/^\t"Path": /{path=$4} /^\t"Dir": /{print path, $4}'
 }
 
-# substitute_staging_version MODULE: prints the newest earlier patch release of KUBE_STAGING_VERSION's
-# minor that the Go module proxy serves for MODULE, an upstream sample module (k8s.io/sample-*);
-# fails for any other module, which the build may need at its exact version.
+# substitute_staging_version MODULE: prints the newest release before KUBE_STAGING_VERSION that the
+# Go module proxy serves for MODULE, an upstream sample module (k8s.io/sample-*): an earlier patch
+# of the same minor, or for a pre-release (v0.38.0-beta.0) a patch of the minor before it, from
+# the one SUPPORTED_KUBE_VERSIONS names down. Fails for any other module, which the build may need
+# at its exact version.
 substitute_staging_version() {
-  local mod=$1 minor patch
+  local mod=$1 minor patch supported
+  local -a candidates=()
   [[ "${mod}" == k8s.io/sample-* ]] || return 1
-  [[ "${KUBE_STAGING_VERSION}" =~ ^(v0\.[0-9]+)\.([0-9]+)$ ]] || return 1
-  minor=${BASH_REMATCH[1]}
-  for ((patch = BASH_REMATCH[2] - 1; patch >= 0; patch--)); do
-    if outside_module go mod download "${mod}@${minor}.${patch}" > /dev/null 2>&1; then
-      echo "${minor}.${patch}"
+  if [[ "${KUBE_STAGING_VERSION}" =~ ^(v0\.[0-9]+)\.([0-9]+)$ ]]; then
+    minor=${BASH_REMATCH[1]}
+    for ((patch = BASH_REMATCH[2] - 1; patch >= 0; patch--)); do candidates+=("${minor}.${patch}"); done
+  elif [[ "${KUBE_STAGING_VERSION}" =~ ^v0\.([0-9]+)\.0-[a-z]+\.[0-9]+$ ]]; then
+    minor=$((BASH_REMATCH[1] - 1))
+    for supported in "${SUPPORTED_KUBE_VERSIONS[@]}"; do
+      [[ "${supported}" =~ ^v1\.${minor}\.([0-9]+)$ ]] || continue
+      for ((patch = BASH_REMATCH[1]; patch >= 0; patch--)); do candidates+=("v0.${minor}.${patch}"); done
+    done
+  fi
+  for patch in "${candidates[@]}"; do
+    if outside_module go mod download "${mod}@${patch}" > /dev/null 2>&1; then
+      echo "${patch}"
       return 0
     fi
   done
@@ -112,7 +123,7 @@ patch_files() {
 # still conflicts on that minor is replaced by its hand-ported copy in PORTS_DIR/<minor>/ under the
 # same name (docs/versions.md). Nothing else of the series differs between versions.
 PORTS_DIR=${PORTS_DIR:-${PATCHES_DIR}/ports}
-KUBE_MINOR=${KUBE_VERSION%.*}
+KUBE_MINOR=$(cut -d. -f1-2 <<< "${KUBE_VERSION}")
 DEFAULT_PRISTINE_TREE="${OUTPUT_DIR}/tree/pristine"
 ported=false
 [ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || ported=true
@@ -212,9 +223,9 @@ ensure_pristine() {
     cp -R "${dir}" "${tmp}/staging/src/k8s.io/${name}"
     n=$((n + 1))
   done < <(module_dirs "${mods[@]}")
-  # The Go module proxy does not serve every patch release of upstream's sample modules (none of
-  # v0.37.2's sample-controller, for one). Nothing the fork builds imports them, but the tree's
-  # go.work lists them: take the newest earlier patch of the same minor, and say so.
+  # The Go module proxy does not serve every release of upstream's sample modules (none of
+  # v0.37.2's sample-controller, nor v0.38.0-beta.0's). Nothing the fork builds imports them, but
+  # the tree's go.work lists them: take the newest earlier release, and say so.
   for mod in "${mods[@]}"; do
     mod=${mod%@*}
     [ ! -d "${tmp}/staging/src/${mod}" ] || continue
@@ -368,6 +379,41 @@ run SERIES=${SERIES} hack/update-patches.sh to export them, or remove the tree t
   log "patched tree: ready at ${PATCHED_TREE#"${REPO_ROOT}/"} ($(tree_git "${PATCHED_TREE}" rev-parse --short HEAD))"
 }
 
+# Modules a tree's go.mod requires that the Go module proxy reachable here refuses, each with this
+# repository's stand-in for it (MODULE@VERSION=DIR): Kubernetes 1.38's kubelet requires
+# sigs.k8s.io/iptables-wrappers v1.0.0, whose zip is refused (hack/standins/iptables-wrappers/README.md).
+STANDIN_MODULES=(sigs.k8s.io/iptables-wrappers@v1.0.0=hack/standins/iptables-wrappers)
+# The programs of a tree that need more of a stand-in module than it implements: not built while
+# the stand-in is in use (kind_node_binaries in hack/kind-image.sh takes them from the default
+# version instead).
+STANDIN_UNBUILDABLE=(kube-proxy)
+
+# standins TREE: prints "MODULE@VERSION DIR" for each stand-in TREE needs: a module of
+# STANDIN_MODULES that TREE's go.mod requires at that version and that cannot be downloaded. A
+# module that downloads is used as it is: the stand-in is only for while it is refused.
+standins() {
+  local tree=$1 entry mod version dir
+  for entry in "${STANDIN_MODULES[@]}"; do
+    mod=${entry%%@*} version=${entry#*@} version=${version%%=*} dir=${entry#*=}
+    grep -qE "^[[:space:]]*(require[[:space:]]+)?${mod//./\.} ${version//./\.}( |$)" "${tree}/go.mod" || continue
+    if ! outside_module go mod download "${mod}@${version}" > /dev/null 2>&1; then
+      echo "${mod}@${version} ${REPO_ROOT}/${dir}"
+    fi
+  done
+}
+
+# stock_workspace: prints the workspace that builds the pristine tree as upstream does: the
+# tree's own go.work, or, when the tree needs a stand-in (standins), a copy of it outside the tree
+# with the stand-in's replace (the pristine tree stays exactly upstream's).
+stock_workspace() {
+  if [ -z "$(standins "${PRISTINE_TREE}")" ]; then
+    echo "${PRISTINE_TREE}/go.work"
+    return 0
+  fi
+  write_workspace "${PRISTINE_TREE}" "${TREE_DIR}/pristine.work" --upstream >&2
+  echo "${TREE_DIR}/pristine.work"
+}
+
 # write_workspace TREE WORKFILE [--upstream]: writes the Go workspace WORKFILE for TREE: the tree,
 # its staging modules and this repository's module (--upstream: without this repository, i.e. what
 # upstream's own TREE/go.work says, but outside the tree). Upstream's go.mod replaces k8s.io/X with
@@ -404,6 +450,11 @@ write_workspace() {
     edits+=("-use=./${rel_tree}/staging/src/${mod}")
     ${upstream} || edits+=("-replace=${mod}@${KUBE_STAGING_VERSION}=./${rel_tree}/staging/src/${mod}")
   done
+  local standin standin_dir
+  while read -r standin standin_dir; do
+    edits+=("-replace=${standin}=$(realpath --relative-to="${dir}" "${standin_dir}")")
+    log "workspace: ${standin} cannot be downloaded from the Go module proxy: using this repository's stand-in, ${standin_dir#"${REPO_ROOT}/"} (docs/versions.md)"
+  done < <(standins "${tree}")
   GOWORK=off go work edit "${edits[@]}" "${tmp}"
   GOWORK=off go work edit -fmt "${tmp}"
   if cmp -s "${tmp}" "${work}"; then

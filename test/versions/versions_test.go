@@ -45,7 +45,7 @@ func libSh(t *testing.T, script, version string, vars ...string) (string, error)
 	cmd := exec.CommandContext(t.Context(), "bash", path)
 	// The variables lib.sh sets come from it alone, not from the environment of the test.
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LOCAL_CLUSTER_") && !strings.HasPrefix(kv, "KUBE_VERSION=") {
+		if !strings.HasPrefix(kv, "LOCAL_CLUSTER_") && !strings.HasPrefix(kv, "KUBE_VERSION=") && !strings.HasPrefix(kv, "GOTOOLCHAIN=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -74,7 +74,8 @@ func minor(version string) int {
 }
 
 // TestGoTags: the build tags of an older tree name every minor it lacks, up
-// to the default's; the default has none.
+// to the default's; the default and newer trees have none. A newer tree may
+// need a newer Go toolchain.
 func TestGoTags(t *testing.T) {
 	def, all := supportedVersions(t)
 	if len(all) < 2 {
@@ -82,7 +83,7 @@ func TestGoTags(t *testing.T) {
 	}
 	for _, version := range all {
 		t.Run(version, func(t *testing.T) {
-			out, err := libSh(t, "build-kubelet.sh", version, "KUBE_GO_TAGS", "KUBE_STAGING_VERSION")
+			out, err := libSh(t, "build-kubelet.sh", version, "KUBE_GO_TAGS", "KUBE_STAGING_VERSION", "GOTOOLCHAIN")
 			if err != nil {
 				t.Fatalf("hack/lib.sh: %v\n%s", err, out)
 			}
@@ -95,6 +96,15 @@ func TestGoTags(t *testing.T) {
 			}
 			if !strings.Contains(out, "KUBE_STAGING_VERSION=v0."+strings.TrimPrefix(version, "v1.")+"\n") {
 				t.Errorf("KUBE_STAGING_VERSION for %s: got\n%s", version, out)
+			}
+			// 1.38's go.mod says go 1.27: its trees build with the toolchain the
+			// go command fetches, the others with the machine's Go.
+			toolchain := "local"
+			if minor(version) >= 38 {
+				toolchain = "go1.27.3"
+			}
+			if !strings.Contains(out, "GOTOOLCHAIN="+toolchain+"\n") {
+				t.Errorf("GOTOOLCHAIN for %s: got\n%s\nwant %s", version, out, toolchain)
 			}
 		})
 	}
@@ -142,7 +152,7 @@ func TestPortsFollowTheSeries(t *testing.T) {
 	minors := map[string]bool{}
 	for _, v := range all {
 		if v != def {
-			minors[v[:strings.LastIndex(v, ".")]] = true
+			minors[fmt.Sprintf("v1.%d", minor(v))] = true // v1.38.0-beta.0's too
 		}
 	}
 	root := repoRoot(t)

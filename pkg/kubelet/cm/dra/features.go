@@ -34,18 +34,23 @@ var featureSpecs = map[featuregate.Feature]featuregate.VersionedSpecs{
 	},
 }
 
-// upstreamGate is one of the gates k8s.io/kubernetes/pkg/features
-// registers. It is named by its string, not through that package, so that
-// nothing but the blank import above orders the inits: without the import,
-// TestUpstreamGatesRegisteredFirst fails.
-const upstreamGate featuregate.Feature = "DynamicResourceAllocation"
+// upstreamGates are gates that k8s.io/kubernetes/pkg/features registers, one
+// at least in every release the fork builds on (1.38 removed
+// DynamicResourceAllocation, GA since 1.34). They are named by their strings,
+// not through that package, so that nothing but the blank import above orders
+// the inits: without the import, TestUpstreamGatesRegisteredFirst fails.
+var upstreamGates = []featuregate.Feature{"DynamicResourceAllocation", "DRAAdminAccess"}
 
 // upstreamGatesFirst records that upstream's gates were registered when ours
 // was.
 var upstreamGatesFirst bool
 
 func init() {
-	_, upstreamGatesFirst = utilfeature.DefaultMutableFeatureGate.GetAll()[upstreamGate]
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
+	for _, gate := range upstreamGates {
+		_, registered := known[gate]
+		upstreamGatesFirst = upstreamGatesFirst || registered
+	}
 	if err := addFeatureGate(utilfeature.DefaultMutableFeatureGate); err != nil {
 		panic(err)
 	}
