@@ -11,6 +11,8 @@
 # as the local cluster has them. The control-plane, DNS, pod-network and pause images are packed
 # from binaries built here (hack/imagepack) and imported into the node's containerd at boot, under
 # the names kubeadm asks for with imageRepository dra-failfast.local (deploy/kind/cluster.yaml).
+# On a version whose tree needs a stand-in module (hack/tree.sh, STANDIN_MODULES: 1.38), the
+# programs that need more of it (STANDIN_UNBUILDABLE: kube-proxy) are the default version's.
 #
 # Usage: hack/kind-image.sh [STEP...]
 #   STEP: binaries rootfs images base node (default: all, in this order). Every step is cached:
@@ -56,9 +58,28 @@ build_binaries() {
     # shellcheck source-path=SCRIPTDIR
     source "${REPO_ROOT}/hack/tree.sh"
     with_tree_lock ensure_pristine
+    local -a from_default=()
+    if [ -n "$(standins "${PRISTINE_TREE}")" ]; then
+      # What needs more of a stand-in than it implements comes from the default version, as
+      # the version skew policy allows (kube-proxy up to three minors older than its API server).
+      local program
+      for program in "${STANDIN_UNBUILDABLE[@]}"; do
+        static=("${static[@]/${program}/}")
+        from_default+=("${program}")
+      done
+      read -ra static <<< "${static[*]}"
+    fi
     CGO_ENABLED=0 timed "go build ${static[*]} (${KUBE_VERSION}, static)" \
       go_build_kube "${PRISTINE_TREE}" "$(stock_workspace)" "${KUBE_VERSION}" "${KIND_BIN}/" \
       "${static[@]/#/./cmd/}"
+    if [ ${#from_default[@]} -gt 0 ]; then
+      date=$(go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+      ldflags="-s -w $(version_ldflags "${DEFAULT_KUBE_VERSION}" "" clean "${date}")"
+      log "${from_default[*]}: ${KUBE_VERSION}'s needs ${STANDIN_MODULES[*]%%=*}, which is refused here; ${DEFAULT_KUBE_VERSION}'s instead"
+      CGO_ENABLED=0 timed "go build ${from_default[*]} (${DEFAULT_KUBE_VERSION}, static)" \
+        go build -trimpath -tags="${KUBE_BUILD_TAGS}" -ldflags="${ldflags}" -o "${KIND_BIN}/" \
+        "${from_default[@]/#/k8s.io/kubernetes/cmd/}"
+    fi
   fi
   # kind_env puts KIND_BIN first on PATH: the cluster's kubectl is the one of KUBE_VERSION.
   cp "${VERSION_BIN_DIR}/kubectl" "${KIND_BIN}/kubectl"

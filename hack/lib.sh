@@ -90,10 +90,8 @@ LIBRARY_MODULES=(api pkg/failfastplugin)
 LIBRARY_VERSION="v0.${FORK_REVISION}.0"
 # The k8s.io/* releases (staging versions) the library is tested with besides the floor its go.mod
 # requires: the newest patch of each supported minor (hack/verify-adoption.sh; docs/driver-authors.md).
-# v0.38.0-beta.0 is not among them: the Go module proxy serves neither k8s.io/ktesting nor
-# sigs.k8s.io/structured-merge-diff/v7 v7.0.1, which its client-go needs (docs/building.md,
-# "Kubernetes versions").
-LIBRARY_KUBE_TESTED=(v0.36.6 v0.37.2)
+# A pre-release's modules need the Go its go.mod names (toolchain_for in hack/verify-adoption.sh).
+LIBRARY_KUBE_TESTED=(v0.36.6 v0.37.2 v0.38.0-beta.0)
 # The module path prefix of this repository's modules.
 MODULE_PREFIX=github.com/dra-failfast/dra-failfast
 # The node's check tool (cmd/dra-failfast-check), a module of its own so that an operator can

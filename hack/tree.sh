@@ -60,12 +60,14 @@ with_tree_lock() {
 
 # tree_git TREE ARGS...: git in TREE with the scripts' identity, ignoring the user's and the
 # system's git configuration (it may change diff output, sign commits, convert line endings...).
+# No automatic gc: after the commit of a whole tree it packs in the background and deletes loose
+# objects while the tree is being copied (cp: "cannot stat .git/objects/..." on a cold machine).
 tree_git() {
   local tree=$1
   shift
   GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 \
     git -C "${tree}" -c user.name="${TREE_GIT_NAME}" -c user.email="${TREE_GIT_EMAIL}" \
-    -c core.autocrlf=false -c commit.gpgsign=false -c advice.detachedHead=false "$@"
+    -c core.autocrlf=false -c commit.gpgsign=false -c advice.detachedHead=false -c gc.auto=0 "$@"
 }
 
 # outside_module CMD...: runs CMD in an empty directory, outside any module and workspace, so that
