@@ -386,7 +386,7 @@ run SERIES=${SERIES} hack/update-patches.sh to export them, or remove the tree t
 # sigs.k8s.io/iptables-wrappers v1.0.0, whose zip is refused (hack/standins/iptables-wrappers/README.md).
 STANDIN_MODULES=(sigs.k8s.io/iptables-wrappers@v1.0.0=hack/standins/iptables-wrappers)
 # The programs of a tree that need more of a stand-in module than it implements: not built while
-# the stand-in is in use (kind_node_binaries in hack/kind-image.sh takes them from the default
+# the stand-in is in use (build_binaries in hack/kind-image.sh takes them from the default
 # version instead).
 STANDIN_UNBUILDABLE=(kube-proxy)
 
