@@ -89,7 +89,7 @@ func (d *driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 			names[i] = fault.Device
 		}
 		logger.Info("Allocated GPUs are broken, failing the claim permanently", "gpus", names)
-		return kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFault(fmt.Errorf("GPU %s failed its health check", strings.Join(names, ", ")), faults...)}
+		return kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFaultClass("health-check", fmt.Errorf("GPU %s failed its health check", strings.Join(names, ", ")), faults...)}
 	}
 
 	ids, err := writeCDISpec(d.cdiDir, claim.UID, gpus)

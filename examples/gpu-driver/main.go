@@ -191,15 +191,14 @@ func runPlugin(ctx context.Context, opts options) error {
 	// A GPU stays tainted until its fault is cleared: clear those that are
 	// healthy again, once the library read the earlier instances' faults,
 	// then at every health check (in the background: the plugin serves
-	// meanwhile).
+	// meanwhile). When the library could not read them (LoadErr, logged
+	// by the library), the faults of this process are still cleared:
+	// TaintedDevices has those.
 	go func() {
 		select {
 		case <-helper.Loaded():
 		case <-ctx.Done():
 			return
-		}
-		if err := helper.LoadErr(); err != nil {
-			return // logged by the library
 		}
 		plugin.watchRepairs(ctx, helper, opts.healthInterval)
 	}()

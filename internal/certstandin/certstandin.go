@@ -8,8 +8,13 @@
 //     any field;
 //   - a Certificate whose issuerRef names an Issuer with spec.selfSigned gets its Secret
 //     (spec.secretName, type kubernetes.io/tls): a self-signed ECDSA P-256 certificate for
-//     spec.dnsNames, with tls.crt, tls.key and ca.crt (the certificate itself), as cert-manager's
-//     selfSigned issuer writes it;
+//     spec.dnsNames (or, with spec.isCA, for spec.commonName alone), with tls.crt, tls.key and
+//     ca.crt (the certificate itself), as cert-manager's selfSigned issuer writes it;
+//   - a Certificate whose Issuer has spec.ca gets one signed with the key of the Secret
+//     spec.ca.secretName, ca.crt that Secret's certificate, as cert-manager's CA issuer writes it
+//     (once that Secret exists);
+//   - Renew deletes a Certificate's Secret: the next round issues a new one (a new key), as a
+//     renewal does;
 //   - a validating or mutating webhook configuration annotated cert-manager.io/inject-ca-from:
 //     NAMESPACE/CERTIFICATE gets that Secret's ca.crt as every webhook's caBundle, as cert-manager's
 //     cainjector does.
@@ -226,12 +231,14 @@ func (s *StandIn) issue(ctx context.Context, cert *unstructured.Unstructured) er
 	namespace := cert.GetNamespace()
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	isCA, _, _ := unstructured.NestedBool(cert.Object, "spec", "isCA")
+	commonName, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName")
 	issuerKind, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "kind")
 	issuerName, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
 	switch {
 	case secretName == "":
 		return fmt.Errorf("spec.secretName is empty")
-	case len(dnsNames) == 0:
+	case len(dnsNames) == 0 && !(isCA && commonName != ""):
 		return fmt.Errorf("spec.dnsNames is empty: %w", errUnsupported)
 	case issuerKind != "" && issuerKind != "Issuer":
 		return fmt.Errorf("issuerRef.kind %s: %w (only Issuer)", issuerKind, errUnsupported)
@@ -245,10 +252,27 @@ func (s *StandIn) issue(ctx context.Context, cert *unstructured.Unstructured) er
 	if err != nil {
 		return fmt.Errorf("reading Issuer %s: %w", issuerName, err)
 	}
-	if _, selfSigned, _ := unstructured.NestedMap(issuer.Object, "spec", "selfSigned"); !selfSigned {
-		return fmt.Errorf("Issuer %s: %w (only spec.selfSigned)", issuerName, errUnsupported)
+	names := dnsNames
+	if len(names) == 0 {
+		names = []string{commonName}
 	}
-	certPEM, keyPEM, err := SelfSigned(dnsNames, s.now(), CertificateLifetime)
+	var certPEM, keyPEM, caPEM []byte
+	_, selfSigned, _ := unstructured.NestedMap(issuer.Object, "spec", "selfSigned")
+	caSecretName, ca, _ := unstructured.NestedString(issuer.Object, "spec", "ca", "secretName")
+	switch {
+	case selfSigned:
+		certPEM, keyPEM, err = SelfSigned(names, s.now(), CertificateLifetime)
+		caPEM = certPEM
+	case ca:
+		caSecret, getErr := s.Client.CoreV1().Secrets(namespace).Get(ctx, caSecretName, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("reading the CA Secret %s of Issuer %s: %w", caSecretName, issuerName, getErr)
+		}
+		caPEM = caSecret.Data[v1.TLSCertKey]
+		certPEM, keyPEM, err = SignedBy(names, caPEM, caSecret.Data[v1.TLSPrivateKeyKey], s.now(), CertificateLifetime)
+	default:
+		return fmt.Errorf("Issuer %s: %w (only spec.selfSigned and spec.ca)", issuerName, errUnsupported)
+	}
 	if err != nil {
 		return err
 	}
@@ -261,12 +285,38 @@ func (s *StandIn) issue(ctx context.Context, cert *unstructured.Unstructured) er
 			}},
 		},
 		Type: v1.SecretTypeTLS,
-		Data: map[string][]byte{v1.TLSCertKey: certPEM, v1.TLSPrivateKeyKey: keyPEM, "ca.crt": certPEM},
+		Data: map[string][]byte{v1.TLSCertKey: certPEM, v1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM},
 	}
 	if _, err := s.Client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating Secret %s: %w", secretName, err)
 	}
-	klog.FromContext(ctx).Info("Issued self-signed certificate", "certificate", klog.KObj(cert), "secret", secretName, "dnsNames", dnsNames)
+	klog.FromContext(ctx).Info("Issued certificate", "certificate", klog.KObj(cert), "secret", secretName, "names", names, "issuer", issuerName)
+	return nil
+}
+
+// Renew makes the next round issue the Certificate namespace/name again, with a new key, as
+// cert-manager's renewal does: it deletes the Certificate's Secret.
+func (s *StandIn) Renew(ctx context.Context, namespace, name string) error {
+	cert, err := s.Dynamic.Resource(certificates).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	// The new Secret replaces the old one: with a delete, its files vanish from the pods for a
+	// moment; cert-manager updates in place. Update in place too.
+	secret, err := s.Client.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if err := s.Client.CoreV1().Secrets(namespace).Delete(ctx, secretName, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	if err := s.issue(ctx, cert); err != nil {
+		// Put the old one back rather than leave none.
+		secret.ResourceVersion = ""
+		_, _ = s.Client.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{})
+		return err
+	}
 	return nil
 }
 
@@ -357,6 +407,65 @@ func (s *StandIn) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
+}
+
+// SignedBy returns a PEM certificate and PKCS#8 PEM key: ECDSA P-256, valid from now for lifetime,
+// for dnsNames (the first is also the subject's common name), usable for TLS serving, signed by the
+// CA of caCertPEM and caKeyPEM (PKCS#8, SEC 1 or PKCS#1).
+func SignedBy(dnsNames []string, caCertPEM, caKeyPEM []byte, now time.Time, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
+	if len(dnsNames) == 0 {
+		return nil, nil, errors.New("no DNS names")
+	}
+	block, _ := pem.Decode(caCertPEM)
+	if block == nil {
+		return nil, nil, errors.New("the CA's certificate is no PEM")
+	}
+	caCert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing the CA's certificate: %w", err)
+	}
+	keyBlock, _ := pem.Decode(caKeyPEM)
+	if keyBlock == nil {
+		return nil, nil, errors.New("the CA's key is no PEM")
+	}
+	caKey, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		if ecKey, ecErr := x509.ParseECPrivateKey(keyBlock.Bytes); ecErr == nil {
+			caKey, err = ecKey, nil
+		} else if rsaKey, rsaErr := x509.ParsePKCS1PrivateKey(keyBlock.Bytes); rsaErr == nil {
+			caKey, err = rsaKey, nil
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing the CA's key: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating serial number: %w", err)
+	}
+	template := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: dnsNames[0]},
+		DNSNames:              dnsNames,
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(lifetime),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // SelfSigned returns a PEM certificate and PKCS#8 PEM key: ECDSA P-256, self-signed, valid from

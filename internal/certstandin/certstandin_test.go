@@ -4,6 +4,7 @@
 package certstandin
 
 import (
+	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -79,7 +80,7 @@ func TestSync(t *testing.T) {
 		"another issuer kind: reported, nothing written": {
 			objects:  []runtime.Object{annotated},
 			cm:       []runtime.Object{acme, webhookCert("acme")},
-			wantErrs: []string{"Certificate drv/webhook-cert: Issuer acme: not supported by the cert-manager stand-in (only spec.selfSigned)"},
+			wantErrs: []string{"Certificate drv/webhook-cert: Issuer acme: not supported by the cert-manager stand-in (only spec.selfSigned and spec.ca)"},
 		},
 		"missing issuer: reported": {
 			cm:       []runtime.Object{webhookCert("gone")},
@@ -264,4 +265,88 @@ func TestInstallAndRemoveCRDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCAIssuerAndRenew: a self-signed Issuer makes a CA Certificate (isCA, a common name only), a
+// CA Issuer signs the serving certificate with it; the webhook's caBundle is the CA. Renewing the
+// serving certificate gives it a new key and leaves the caBundle as it was, which still verifies
+// the new certificate.
+func TestCAIssuerAndRenew(t *testing.T) {
+	ctx := t.Context()
+	annotated := &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "drv-webhook", Annotations: map[string]string{InjectCAFromAnnotation: "drv/webhook-cert"}},
+		Webhooks:   []admissionv1.ValidatingWebhook{{Name: "a.example.com"}},
+	}
+	s := newStandIn(t, []runtime.Object{annotated},
+		certManagerObject("Issuer", "drv", "self", map[string]any{"selfSigned": map[string]any{}}),
+		certManagerObject("Certificate", "drv", "ca", map[string]any{
+			"isCA": true, "commonName": "drv webhook CA", "secretName": "ca-secret",
+			"issuerRef": map[string]any{"kind": "Issuer", "name": "self"},
+		}),
+		certManagerObject("Issuer", "drv", "ca-issuer", map[string]any{"ca": map[string]any{"secretName": "ca-secret"}}),
+		webhookCert("ca-issuer"),
+	)
+	// Two rounds at most: the serving certificate waits for the CA's Secret.
+	if errs := s.Sync(ctx); len(errs) > 0 {
+		if errs := s.Sync(ctx); len(errs) != 0 {
+			t.Fatalf("second round: %v", errs)
+		}
+	}
+	caSecret, err := s.Client.CoreV1().Secrets("drv").Get(ctx, "ca-secret", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() (*x509.Certificate, []byte) {
+		t.Helper()
+		secret, err := s.Client.CoreV1().Secrets("drv").Get(ctx, "webhook-cert", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(secret.Data["ca.crt"]) != string(caSecret.Data[v1.TLSCertKey]) {
+			t.Errorf("serving Secret's ca.crt is not the CA's certificate")
+		}
+		block, _ := pem.Decode(secret.Data[v1.TLSCertKey])
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert, secret.Data[v1.TLSCertKey]
+	}
+	caBundle := func() []byte {
+		t.Helper()
+		if errs := s.Sync(ctx); len(errs) != 0 {
+			t.Fatalf("sync: %v", errs)
+		}
+		got, err := s.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, annotated.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Webhooks[0].ClientConfig.CABundle
+	}
+	verify := func(cert *x509.Certificate, bundle []byte) {
+		t.Helper()
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(bundle)
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: "webhook.drv.svc", Roots: pool}); err != nil {
+			t.Errorf("the serving certificate does not verify against the caBundle: %v", err)
+		}
+		if cert.IsCA {
+			t.Error("the serving certificate is a CA")
+		}
+	}
+	first, firstPEM := served()
+	bundle := caBundle()
+	verify(first, bundle)
+
+	if err := s.Renew(ctx, "drv", "webhook-cert"); err != nil {
+		t.Fatal(err)
+	}
+	renewed, renewedPEM := served()
+	if string(renewedPEM) == string(firstPEM) || renewed.PublicKey.(*ecdsa.PublicKey).Equal(first.PublicKey) {
+		t.Error("Renew kept the certificate or its key")
+	}
+	if again := caBundle(); string(again) != string(bundle) {
+		t.Error("renewing the serving certificate changed the caBundle")
+	}
+	verify(renewed, bundle)
 }

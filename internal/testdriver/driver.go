@@ -550,7 +550,7 @@ func (d *Driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		if d.taintBroken {
 			// failfastplugin taints the devices before the kubelet
 			// gets the answer.
-			return nil, allocated, behavior, false, failfastplugin.DeviceFault(err, ids...)
+			return nil, allocated, behavior, false, failfastplugin.DeviceFaultClass("broken", err, ids...)
 		}
 		return nil, allocated, behavior, false, failfastplugin.Permanent(err)
 	}

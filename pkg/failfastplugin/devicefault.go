@@ -48,33 +48,53 @@ func compareDeviceIDs(a, b DeviceID) int {
 // mark; a claim whose error joins several device faults taints all their
 // devices.
 func DeviceFault(err error, devices ...DeviceID) error {
+	return DeviceFaultClass("", err, devices...)
+}
+
+// DeviceFaultClass is DeviceFault with the class of the fault: a short word
+// of the driver's own ("ecc", "xid-79", "thermal"), the value of the
+// devices' taints, so that the DeviceTaintRule says why without the error's
+// text (which stays in the pod's status and Event). A class that is no label
+// value is made into one (at most 63 letters, digits, '-', '_', '.');
+// DeviceFaultConfig.TaintValue, when set, wins.
+func DeviceFaultClass(class string, err error, devices ...DeviceID) error {
 	if err == nil {
 		return nil
 	}
-	return Permanent(&deviceFaultError{err: err, devices: slices.Clone(devices)})
+	return Permanent(&deviceFaultError{err: err, class: class, devices: slices.Clone(devices)})
 }
 
 // FaultDevices returns the devices of all DeviceFault errors in err's tree,
 // each once, in the order in which they were reported; nil if there are none.
 func FaultDevices(err error) []DeviceID {
 	var devices []DeviceID
-	collectFaultDevices(err, &devices)
+	collectFaultDevices(err, &devices, map[DeviceID]string{})
 	return devices
 }
 
-func collectFaultDevices(err error, devices *[]DeviceID) {
+// faultClasses returns the devices of all DeviceFault errors in err's tree,
+// each with the class of the first fault that names it.
+func faultClasses(err error) ([]DeviceID, map[DeviceID]string) {
+	var devices []DeviceID
+	classes := map[DeviceID]string{}
+	collectFaultDevices(err, &devices, classes)
+	return devices, classes
+}
+
+func collectFaultDevices(err error, devices *[]DeviceID, classes map[DeviceID]string) {
 	for err != nil {
 		if fault, ok := err.(*deviceFaultError); ok {
 			for _, device := range fault.devices {
 				if !slices.Contains(*devices, device) {
 					*devices = append(*devices, device)
+					classes[device] = fault.class
 				}
 			}
 		}
 		switch wrapped := err.(type) {
 		case interface{ Unwrap() []error }:
 			for _, inner := range wrapped.Unwrap() {
-				collectFaultDevices(inner, devices)
+				collectFaultDevices(inner, devices, classes)
 			}
 			return
 		case interface{ Unwrap() error }:
@@ -89,6 +109,7 @@ func collectFaultDevices(err error, devices *[]DeviceID) {
 // text of the error.
 type deviceFaultError struct {
 	err     error
+	class   string
 	devices []DeviceID
 }
 
@@ -149,14 +170,14 @@ func notTainted(devices []DeviceID, failures map[DeviceID]*taintFailure) error {
 	return fmt.Errorf("%s", strings.Join(clauses, "; "))
 }
 
-// defaultTaintValue is the taint value when the text of a fault cannot be
-// turned into one.
+// defaultTaintValue is the taint value of a fault without a class, or one
+// that cannot be turned into a label value.
 const defaultTaintValue = "device-fault"
 
-// taintValue turns the text of a fault into the value of its taint, so that
-// the taint says why: a label value, that is at most 63 letters, digits, '-',
-// '_' and '.', starting and ending with a letter or digit. Everything else
-// becomes a '-', runs of them one.
+// taintValue turns the class of a fault into the value of its taint: a label
+// value, that is at most 63 letters, digits, '-', '_' and '.', starting and
+// ending with a letter or digit. Everything else becomes a '-', runs of them
+// one.
 func taintValue(text string) string {
 	var b strings.Builder
 	dash := false

@@ -11,13 +11,13 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	rulesapi "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -52,6 +51,8 @@ type faultPlugin struct {
 	faults map[string][]failfastplugin.DeviceID
 	// message, if set, is the text of the faults.
 	message string
+	// class, if set, is the class of the faults (DeviceFaultClass).
+	class string
 }
 
 func (p faultPlugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -60,7 +61,7 @@ func (p faultPlugin) PrepareResourceClaims(ctx context.Context, claims []*resour
 		devices, ok := p.faults[claim.Name]
 		switch {
 		case ok:
-			result[claim.UID] = kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFault(faultError(claim.Name, p.message, devices), devices...)}
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: failfastplugin.DeviceFaultClass(p.class, faultError(claim.Name, p.message, devices), devices...)}
 		case claim.Name == "transient":
 			result[claim.UID] = kubeletplugin.PrepareResult{Err: errors.New("device busy")}
 		default:
@@ -105,7 +106,11 @@ func startFaults(t *testing.T, cfg failfastplugin.DeviceFaultConfig, client *fai
 	if err != nil {
 		t.Fatalf("NewDeviceFaults: %v", err)
 	}
-	if err := faults.Load(t.Context()); err != nil {
+	// In the background, as StartWithDeviceFaults does: the retries of
+	// taints end with the test.
+	faults.LoadInBackground(t.Context())
+	<-faults.Loaded()
+	if err := faults.LoadErr(); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	return faults
@@ -155,11 +160,16 @@ func TestDeviceFault(t *testing.T) {
 		createErr   error
 		createDelay time.Duration
 		// squat, if set, is a device whose rule name another rule takes
-		// first, selecting another device.
-		squat *failfastplugin.DeviceID
-		// message replaces the text of the faults.
+		// first, selecting another device (squatTaint, if set: the
+		// device itself, with that taint).
+		squat      *failfastplugin.DeviceID
+		squatTaint *rulesapi.DeviceTaint
+		// message replaces the text of the faults, class is their class.
 		message string
+		class   string
 		faults  map[string][]failfastplugin.DeviceID
+		// wantPending are the devices left for a retry.
+		wantPending []failfastplugin.DeviceID
 		// wantTainted are the devices with a rule in the API when the
 		// call returns, and in the library.
 		wantTainted []failfastplugin.DeviceID
@@ -173,11 +183,24 @@ func TestDeviceFault(t *testing.T) {
 		"one device": {
 			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
 			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
+			// Not the error's text: that stays in the pod's status.
 			wantTaint: &rulesapi.DeviceTaint{
 				Key:    failfastplugin.DefaultDeviceFaultTaintKey,
-				Value:  "claim-broken-pool-a-dev-1-broken",
+				Value:  "device-fault",
 				Effect: rulesapi.DeviceTaintEffectNoSchedule,
 			},
+		},
+		"the fault's class": {
+			class:       "xid-79",
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
+			wantTaint:   &rulesapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "xid-79", Effect: rulesapi.DeviceTaintEffectNoSchedule},
+		},
+		"a class that is no label value": {
+			class:       "ECC: double bit",
+			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantTainted: []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
+			wantTaint:   &rulesapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Value: "ECC-double-bit", Effect: rulesapi.DeviceTaintEffectNoSchedule},
 		},
 		"two devices of a claim": {
 			faults:      map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-2"), dev("pool-a", "dev-1")}},
@@ -200,12 +223,14 @@ func TestDeviceFault(t *testing.T) {
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1"), dev("pool-a", "dev-2")}},
 			wantNotTainted: map[string]string{"broken": "devices pool-a/dev-1, pool-a/dev-2 not tainted: create DeviceTaintRule: etcd is down"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 2},
+			wantPending:    []failfastplugin.DeviceID{dev("pool-a", "dev-1"), dev("pool-a", "dev-2")},
 		},
 		"API server without DeviceTaintRules": {
 			createErr:      apierrors.NewNotFound(resourceapi.Resource("devicetaintrules"), ""),
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
 			wantNotTainted: map[string]string{"broken": "the API server does not serve DeviceTaintRules"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
+			wantPending:    []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
 		},
 		"the API server does not answer in time": {
 			cfg:            failfastplugin.DeviceFaultConfig{WaitTimeout: 50 * time.Millisecond},
@@ -214,6 +239,7 @@ func TestDeviceFault(t *testing.T) {
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
 			wantNotTainted: map[string]string{"broken": "create DeviceTaintRule: no answer from the API server within 50ms"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
+			wantPending:    []failfastplugin.DeviceID{dev("pool-a", "dev-1")},
 		},
 		"the rule's name taken by a rule for another device": {
 			squat:          &failfastplugin.DeviceID{Pool: "pool-a", Device: "dev-1"},
@@ -222,12 +248,27 @@ func TestDeviceFault(t *testing.T) {
 			wantNotTainted: map[string]string{"broken": "exists and does not select this device"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailureRuleConflict: 1},
 		},
+		"the rule's name taken by a rule that does not taint": {
+			squat:          &failfastplugin.DeviceID{Pool: "pool-a", Device: "dev-1"},
+			squatTaint:     &rulesapi.DeviceTaint{Key: failfastplugin.DefaultDeviceFaultTaintKey, Effect: rulesapi.DeviceTaintEffectNone},
+			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantNotTainted: map[string]string{"broken": `has taint effect "None", not "NoSchedule"`},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailureRuleConflict: 1},
+		},
+		"the rule's name taken by a rule with another key": {
+			squat:          &failfastplugin.DeviceID{Pool: "pool-a", Device: "dev-1"},
+			squatTaint:     &rulesapi.DeviceTaint{Key: "example.com/other", Effect: rulesapi.DeviceTaintEffectNoSchedule},
+			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-1")}},
+			wantNotTainted: map[string]string{"broken": `has taint key "example.com/other"`},
+			wantFailures:   map[string]float64{failfastplugin.TaintFailureRuleConflict: 1},
+		},
 		"message too long for the kubelet": {
 			message:        strings.Repeat("x", 300),
 			createErr:      errors.New("etcd is down"),
 			faults:         map[string][]failfastplugin.DeviceID{"broken": {dev("pool-a", "dev-9")}},
 			wantNotTainted: map[string]string{"broken": "(device pool-a/dev-9 not tainted: create DeviceTaintRule: etcd is down)"},
 			wantFailures:   map[string]float64{failfastplugin.TaintFailurePublish: 1},
+			wantPending:    []failfastplugin.DeviceID{dev("pool-a", "dev-9")},
 		},
 		"own taint": {
 			cfg: failfastplugin.DeviceFaultConfig{TaintKey: "gpu.example.com/broken", TaintValue: "ecc", TaintEffect: resourceapi.DeviceTaintEffectNoExecute},
@@ -265,6 +306,10 @@ func TestDeviceFault(t *testing.T) {
 						Taint:          rulesapi.DeviceTaint{Key: "squat", Effect: rulesapi.DeviceTaintEffectNone},
 					},
 				}
+				if tc.squatTaint != nil {
+					squatter.Spec.DeviceSelector.Pool = ptrTo(tc.squat.Pool)
+					squatter.Spec.Taint = *tc.squatTaint
+				}
 				if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(t.Context(), squatter, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +320,7 @@ func TestDeviceFault(t *testing.T) {
 			for claim := range tc.faults {
 				names = append(names, claim)
 			}
-			result, err := faults.Wrap(faultPlugin{faults: tc.faults, message: tc.message}).PrepareResourceClaims(t.Context(), claimsNamed(names...))
+			result, err := faults.Wrap(faultPlugin{faults: tc.faults, message: tc.message, class: tc.class}).PrepareResourceClaims(t.Context(), claimsNamed(names...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -283,6 +328,9 @@ func TestDeviceFault(t *testing.T) {
 			rules := rulesInAPI(t, client)
 			if tc.squat != nil {
 				delete(rules, failfastplugin.DeviceID{Pool: "pool-z", Device: tc.squat.Device})
+				if tc.squatTaint != nil {
+					delete(rules, *tc.squat)
+				}
 			}
 
 			if res := result["uid-healthy"]; res.Err != nil {
@@ -317,6 +365,9 @@ func TestDeviceFault(t *testing.T) {
 			if got := faults.TaintedDevices(); !reflect.DeepEqual(got, tc.wantTainted) {
 				t.Errorf("TaintedDevices = %v, want %v", got, tc.wantTainted)
 			}
+			if got := faults.PendingTaints(); !reflect.DeepEqual(got, tc.wantPending) {
+				t.Errorf("PendingTaints = %v, want %v", got, tc.wantPending)
+			}
 			if got := sortedDevices(rules); !reflect.DeepEqual(got, tc.wantTainted) && len(got)+len(tc.wantTainted) > 0 {
 				t.Errorf("devices with a DeviceTaintRule when the call returned: %v, want %v", got, tc.wantTainted)
 			}
@@ -330,8 +381,10 @@ func TestDeviceFault(t *testing.T) {
 				if selector.Driver == nil || *selector.Driver != driverName {
 					t.Errorf("rule %s: driver %v, want %s", rule.Name, selector.Driver, driverName)
 				}
-				if rule.Labels[failfastplugin.DeviceTaintRuleDriverLabel] != driverName || rule.Annotations[failfastplugin.DeviceTaintRuleNodeAnnotation] != faultNode {
-					t.Errorf("rule %s: labels %v, annotations %v; want the driver and the node", rule.Name, rule.Labels, rule.Annotations)
+				// Exactly what the admission policy admits: nothing else.
+				wantLabels := map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName, failfastplugin.DeviceTaintRuleNodeLabel: faultNode}
+				if !reflect.DeepEqual(rule.Labels, wantLabels) || !reflect.DeepEqual(rule.Annotations, map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: faultNode}) || len(rule.Finalizers) > 0 {
+					t.Errorf("rule %s: labels %v, annotations %v, finalizers %v; want the driver and the node, nothing else", rule.Name, rule.Labels, rule.Annotations, rule.Finalizers)
 				}
 				if owners := rule.OwnerReferences; len(owners) != 1 || owners[0].Kind != "Node" || owners[0].Name != faultNode || owners[0].UID != "node-1-uid" {
 					t.Errorf("rule %s: owners %+v, want the Node", rule.Name, owners)
@@ -645,8 +698,10 @@ func TestLoad(t *testing.T) {
 		if err := faults.Load(t.Context()); err != nil {
 			t.Errorf("Load after one failure: %v", err)
 		}
-		if lists.Load() != 2 {
-			t.Errorf("%d lists, want 2", lists.Load())
+		// A failed list and the two lists after it: this node's rules,
+		// and those written before the node label.
+		if lists.Load() != 3 {
+			t.Errorf("%d lists, want 3", lists.Load())
 		}
 	})
 	t.Run("forbidden", func(t *testing.T) {
@@ -662,33 +717,82 @@ func TestLoad(t *testing.T) {
 			t.Errorf("Load: %v, want it to give up, naming the permission", err)
 		}
 	})
-	t.Run("Node forbidden", func(t *testing.T) {
+	t.Run("this node's rules only, in pages", func(t *testing.T) {
+		const driverName = "load.dra-failfast.test"
 		client := newFaultAPI(t)
-		client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(v1.Resource("nodes"), faultNode, errors.New("RBAC"))
+		// Rules of this node as the library writes them, more than two
+		// pages (written into the fake directly: the library's client
+		// is rate-limited).
+		var own []failfastplugin.DeviceID
+		for i := range 230 {
+			device := dev(faultNode, fmt.Sprintf("dev-%03d", i))
+			own = append(own, device)
+			rule := &rulesapi.DeviceTaintRule{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:        failfastplugin.DeviceTaintRuleName(driverName, faultNode, device),
+					Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName, failfastplugin.DeviceTaintRuleNodeLabel: faultNode},
+					Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: faultNode},
+				},
+				Spec: rulesapi.DeviceTaintRuleSpec{DeviceSelector: &rulesapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo(device.Pool), Device: ptrTo(device.Device)}},
+			}
+			if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(t.Context(), rule, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Another node's: never listed, however many.
+		for i := range 150 {
+			rule := &rulesapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{
+				Name:        fmt.Sprintf("flood-%03d.node-2", i),
+				Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName, failfastplugin.DeviceTaintRuleNodeLabel: "node-2"},
+				Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: "node-2"},
+			}}
+			if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(t.Context(), rule, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Written by a version of the library before the node label: this
+		// node's are taken in, read in small pages with every node's.
+		var legacy []failfastplugin.DeviceID
+		for i := range 25 {
+			node := []string{faultNode, "node-2"}[i%2]
+			device := dev(node, fmt.Sprintf("old-%02d", i))
+			rule := &rulesapi.DeviceTaintRule{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:        failfastplugin.DeviceTaintRuleName(driverName, node, device),
+					Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driverName},
+					Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
+				},
+				Spec: rulesapi.DeviceTaintRuleSpec{DeviceSelector: &rulesapi.DeviceTaintSelector{Driver: ptrTo(driverName), Pool: ptrTo(device.Pool), Device: ptrTo(device.Device)}},
+			}
+			if _, err := client.ResourceV1beta2().DeviceTaintRules().Create(t.Context(), rule, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if node == faultNode {
+				legacy = append(legacy, device)
+			}
+		}
+		listsBefore := len(client.Lists())
+		restarted := startFaults(t, failfastplugin.DeviceFaultConfig{}, client, driverName)
+		want := slices.SortedFunc(slices.Values(append(slices.Clone(own), legacy...)), func(a, b failfastplugin.DeviceID) int {
+			return strings.Compare(a.String(), b.String())
 		})
-		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
-		if err != nil {
-			t.Fatal(err)
+		if got := restarted.TaintedDevices(); !reflect.DeepEqual(got, want) {
+			t.Errorf("TaintedDevices: %d devices, want this node's %d and its %d old ones", len(got), len(own), len(legacy))
 		}
-		// A Load that retried a Forbidden get would run until this deadline.
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		err = faults.Load(ctx)
-		if err == nil || !strings.Contains(err.Error(), "the driver may not (RBAC: get nodes)") || ctx.Err() != nil {
-			t.Errorf("Load: %v, want it to give up at once, naming the permission", err)
+		ownSelector := failfastplugin.DeviceTaintRuleDriverLabel + "=" + driverName + "," + failfastplugin.DeviceTaintRuleNodeLabel + "=" + faultNode
+		oldSelector := failfastplugin.DeviceTaintRuleDriverLabel + "=" + driverName + ",!" + failfastplugin.DeviceTaintRuleNodeLabel
+		pages := map[string]int{}
+		for _, list := range client.Lists()[listsBefore:] {
+			switch {
+			case list.LabelSelector == ownSelector && list.Limit == 100 && list.Items <= 100:
+			case list.LabelSelector == oldSelector && list.Limit == 10 && list.Items <= 10:
+			default:
+				t.Errorf("list %+v: want this node's rules in pages of 100, or the unlabelled ones in pages of 10", list)
+			}
+			pages[list.LabelSelector]++
 		}
-	})
-	t.Run("no Node until ctx ends", func(t *testing.T) {
-		client := fake.NewClientset()
-		faults, err := failfastplugin.NewDeviceFaults(cfg(client))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		if err := faults.Load(ctx); err == nil || !strings.Contains(err.Error(), "get Node "+faultNode) {
-			t.Errorf("Load: %v, want the Node's error", err)
+		if pages[ownSelector] != 3 || pages[oldSelector] != 3 {
+			t.Errorf("pages listed: %v, want 3 of this node's 230 rules and 3 of the 25 unlabelled", pages)
 		}
 	})
 	t.Run("in the background", func(t *testing.T) {
@@ -815,7 +919,9 @@ func TestDeviceTaintRuleVersions(t *testing.T) {
 			if got := rulesInAPI(t, client); len(got) != 0 {
 				t.Errorf("rules after ClearDeviceFault: %v", got)
 			}
-			want := []string{"GET " + tc.want, "POST " + tc.want, "GET " + tc.want, "DELETE " + tc.want}
+			// Two lists at each start: this node's rules, and those of
+			// the library's versions before the node label.
+			want := []string{"GET " + tc.want, "GET " + tc.want, "POST " + tc.want, "GET " + tc.want, "GET " + tc.want, "DELETE " + tc.want}
 			if got := client.Requests(); !reflect.DeepEqual(got, want) {
 				t.Errorf("requests %v, want %v", got, want)
 			}
@@ -909,45 +1015,6 @@ func TestNewDeviceFaults(t *testing.T) {
 	if cfg := faults.Config(); cfg.TaintKey != failfastplugin.DefaultDeviceFaultTaintKey || cfg.TaintEffect != resourceapi.DeviceTaintEffectNoSchedule ||
 		cfg.WaitTimeout != failfastplugin.DefaultDeviceFaultWaitTimeout || cfg.TaintValue != "" {
 		t.Errorf("defaults = %+v", cfg)
-	}
-}
-
-// TestFaultBeforeLoad: a fault reported before Load read the Node (or while it keeps failing)
-// reads the Node itself, so that its rule is owned from its first create; when the Node cannot be
-// read then either, the rule is still created, without an owner, and the claim still fails.
-func TestFaultBeforeLoad(t *testing.T) {
-	for name, nodeReadable := range map[string]bool{"Node readable": true, "Node unreadable": false} {
-		t.Run(name, func(t *testing.T) {
-			client := newFaultAPI(t)
-			if !nodeReadable {
-				client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-					return true, nil, apierrors.NewServiceUnavailable("etcd is down")
-				})
-			}
-			faults, err := failfastplugin.NewDeviceFaults(failfastplugin.DeviceFaultConfig{DriverName: "early.dra-failfast.test", NodeName: faultNode, KubeClient: client})
-			if err != nil {
-				t.Fatal(err)
-			}
-			device := dev("pool", "dev-1")
-			result, err := faults.Wrap(faultPlugin{faults: map[string][]failfastplugin.DeviceID{"broken": {device}}}).PrepareResourceClaims(t.Context(), claimsNamed("broken"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res := result["uid-broken"]; !failfastplugin.IsPermanent(res.Err) {
-				t.Errorf("claim: %v, want a permanent error", res.Err)
-			}
-			rules := rulesInAPI(t, client)[device]
-			if len(rules) != 1 {
-				t.Fatalf("device has %d rules, want 1", len(rules))
-			}
-			owners := rules[0].OwnerReferences
-			switch {
-			case nodeReadable && (len(owners) != 1 || owners[0].Name != faultNode || owners[0].UID != "node-1-uid"):
-				t.Errorf("owners %+v, want the Node from the rule's first create", owners)
-			case !nodeReadable && len(owners) != 0:
-				t.Errorf("owners %+v, want none: the Node could not be read", owners)
-			}
-		})
 	}
 }
 

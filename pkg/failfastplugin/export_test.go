@@ -3,6 +3,8 @@
 
 package failfastplugin
 
+import "time"
+
 // RuleName is the name of the DeviceTaintRule of device, for the tests.
 func (f *DeviceFaults) RuleName(device DeviceID) string { return f.ruleName(device) }
 
@@ -19,4 +21,12 @@ func (f *DeviceFaults) RulesAPIVersion() string {
 		return ""
 	}
 	return f.api.found.version
+}
+
+// SetRetryBackoff sets the first and the longest wait between two tries of
+// a fault's taint.
+func (f *DeviceFaults) SetRetryBackoff(initial, longest time.Duration) {
+	f.retry.mu.Lock()
+	defer f.retry.mu.Unlock()
+	f.retry.initial, f.retry.max = initial, longest
 }

@@ -34,6 +34,14 @@ const (
 	// a prepare call's device faults reaching the library until the API
 	// server stored all their DeviceTaintRules, by driver_name.
 	DeviceTaintWaitMetric = "dra_failfast_plugin_device_taint_wait_duration_seconds"
+	// DeviceTaintRetriesMetric is the name of the counter of background
+	// retries of device faults' taints, by driver_name and result
+	// (RetryTainted, RetryFailed, RetryConflict, RetryDropped).
+	DeviceTaintRetriesMetric = "dra_failfast_plugin_device_taint_retries_total"
+	// DeviceTaintPendingMetric is the name of the gauge of devices with a
+	// fault whose DeviceTaintRule is not written yet and is being retried,
+	// by driver_name: above zero, a faulty device may still be allocated.
+	DeviceTaintPendingMetric = "dra_failfast_plugin_device_taint_pending"
 )
 
 var (
@@ -54,12 +62,33 @@ var (
 		},
 		[]string{"driver_name"},
 	)
+	deviceTaintRetries = metrics.NewCounterVec(
+		&metrics.CounterOpts{
+			Name:           DeviceTaintRetriesMetric,
+			Help:           "Number of background retries of the DeviceTaintRules of device faults that could not be written at first, by driver and result.",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name", "result"},
+	)
+	deviceTaintPending = metrics.NewGaugeVec(
+		&metrics.GaugeOpts{
+			Name:           DeviceTaintPendingMetric,
+			Help:           "Number of devices with a fault whose DeviceTaintRule is not written yet and is being retried, by driver.",
+			StabilityLevel: metrics.ALPHA,
+		},
+		[]string{"driver_name"},
+	)
 )
+
+// allMetrics are the library's metrics.
+func allMetrics() []metrics.Registerable {
+	return []metrics.Registerable{deviceTaintFailures, deviceTaintWait, deviceTaintRetries, deviceTaintPending}
+}
 
 var registerMetrics sync.Once
 
 // RegisterMetrics registers the library's metrics (DeviceTaintFailuresMetric,
-// DeviceTaintWaitMetric) in the global
+// DeviceTaintWaitMetric, DeviceTaintRetriesMetric, DeviceTaintPendingMetric) in the global
 // k8s.io/component-base/metrics/legacyregistry, once: what a driver that uses
 // component-base most likely serves already, and what the kubelet side of
 // this repository uses too. Serve them with legacyregistry.Handler().
@@ -67,7 +96,7 @@ var registerMetrics sync.Once
 // the package registers nothing.
 func RegisterMetrics() {
 	registerMetrics.Do(func() {
-		legacyregistry.MustRegister(deviceTaintFailures, deviceTaintWait)
+		legacyregistry.MustRegister(allMetrics()...)
 	})
 }
 
@@ -76,10 +105,9 @@ func RegisterMetrics() {
 // global one: metrics.NewKubeRegistry(), served with
 // metrics.HandlerFor(registry, ...); a driver on plain Prometheus
 // client_golang adds registry to its prometheus.Gatherers. The values are
-// the same as in the global registry: one counter and one histogram per
-// process.
+// the same as in the global registry: one of each metric per process.
 func RegisterMetricsWith(registry metrics.KubeRegistry) error {
-	for _, c := range []metrics.Registerable{deviceTaintFailures, deviceTaintWait} {
+	for _, c := range allMetrics() {
 		if err := registry.Register(c); err != nil {
 			return fmt.Errorf("register %s: %w", c.FQName(), err)
 		}

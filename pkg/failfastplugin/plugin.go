@@ -108,9 +108,9 @@ func Wrap(plugin kubeletplugin.DRAPlugin) kubeletplugin.DRAPlugin {
 // disabledDeviceFaults taints nothing and has nothing to load.
 func disabledDeviceFaults() *DeviceFaults {
 	RegisterMetrics()
-	loaded := make(chan struct{})
-	close(loaded)
-	return &DeviceFaults{rules: map[DeviceID]string{}, loaded: loaded}
+	faults := newDeviceFaults(DeviceFaultConfig{}, false)
+	close(faults.loaded)
+	return faults
 }
 
 type wrappedPlugin struct {
@@ -179,8 +179,8 @@ func noTaintRequested(ctx context.Context) bool {
 // DeviceFault, all in one publication, and waits for them. The error of a
 // claim whose devices did not all get tainted says so.
 func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.UID]kubeletplugin.PrepareResult) {
-	claimDevices, texts := deviceFaultsOf(result)
-	for uid, cause := range p.taint(ctx, claimDevices, texts) {
+	claimDevices, classes := deviceFaultsOf(result)
+	for uid, cause := range p.taint(ctx, claimDevices, classes) {
 		claimResult := result[uid]
 		claimResult.Err = &notTaintedError{err: claimResult.Err, cause: cause}
 		result[uid] = claimResult
@@ -188,29 +188,29 @@ func (p *wrappedPlugin) taintDeviceFaults(ctx context.Context, result map[types.
 }
 
 // deviceFaultsOf returns the devices of each claim of result that failed with
-// DeviceFault, and the text of the first fault of each device.
+// DeviceFault, and the class of the first fault of each device.
 func deviceFaultsOf(result map[types.UID]kubeletplugin.PrepareResult) (map[types.UID][]DeviceID, map[DeviceID]string) {
 	claimDevices := map[types.UID][]DeviceID{}
-	texts := map[DeviceID]string{}
+	classes := map[DeviceID]string{}
 	for _, uid := range slices.Sorted(maps.Keys(result)) {
-		devices := FaultDevices(result[uid].Err)
+		devices, claimClasses := faultClasses(result[uid].Err)
 		if len(devices) == 0 {
 			continue
 		}
 		claimDevices[uid] = devices
 		for _, device := range devices {
-			if _, ok := texts[device]; !ok {
-				texts[device] = result[uid].Err.Error()
+			if _, ok := classes[device]; !ok {
+				classes[device] = claimClasses[device]
 			}
 		}
 	}
-	return claimDevices, texts
+	return claimDevices, classes
 }
 
-// taint taints the devices of texts, all in one publication, and waits for
+// taint taints the devices of classes, all in one publication, and waits for
 // them. It returns why, for each claim of claimDevices whose devices did not
 // all get tainted.
-func (p *wrappedPlugin) taint(ctx context.Context, claimDevices map[types.UID][]DeviceID, texts map[DeviceID]string) map[types.UID]error {
+func (p *wrappedPlugin) taint(ctx context.Context, claimDevices map[types.UID][]DeviceID, classes map[DeviceID]string) map[types.UID]error {
 	if len(claimDevices) == 0 {
 		return nil
 	}
@@ -218,12 +218,12 @@ func (p *wrappedPlugin) taint(ctx context.Context, claimDevices map[types.UID][]
 	var failures map[DeviceID]*taintFailure
 	if noTaintRequested(ctx) {
 		failures = map[DeviceID]*taintFailure{}
-		for device := range texts {
+		for device := range classes {
 			failures[device] = &taintFailure{err: errNoTaintRequested}
 		}
-		logger.Info("Not tainting devices with a fault: the caller asked for no taint", "devices", deviceNames(slices.SortedFunc(maps.Keys(texts), compareDeviceIDs)))
+		logger.Info("Not tainting devices with a fault: the caller asked for no taint", "devices", deviceNames(slices.SortedFunc(maps.Keys(classes), compareDeviceIDs)))
 	} else {
-		failures = p.faults.taint(ctx, texts)
+		failures = p.faults.taint(ctx, classes)
 	}
 	causes := map[types.UID]error{}
 	for uid, devices := range claimDevices {
@@ -246,17 +246,17 @@ type recorder struct {
 	permanent map[types.UID]bool
 
 	// plugin taints claimDevices, the devices of the claims that failed
-	// with DeviceFault (texts: each device's first fault); errs are those
-	// claims' errors as the plugin returned them.
+	// with DeviceFault (classes: the class of each device's first
+	// fault); errs are those claims' errors as the plugin returned them.
 	plugin       *wrappedPlugin
 	claimDevices map[types.UID][]DeviceID
-	texts        map[DeviceID]string
+	classes      map[DeviceID]string
 	errs         map[types.UID]error
 }
 
 // deferTaint keeps the device faults of result for taintDeferred.
 func (r *recorder) deferTaint(plugin *wrappedPlugin, result map[types.UID]kubeletplugin.PrepareResult) {
-	claimDevices, texts := deviceFaultsOf(result)
+	claimDevices, classes := deviceFaultsOf(result)
 	if len(claimDevices) == 0 {
 		return
 	}
@@ -266,7 +266,7 @@ func (r *recorder) deferTaint(plugin *wrappedPlugin, result map[types.UID]kubele
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.plugin, r.claimDevices, r.texts, r.errs = plugin, claimDevices, texts, errs
+	r.plugin, r.claimDevices, r.classes, r.errs = plugin, claimDevices, classes, errs
 }
 
 // taintDeferred taints the device faults that deferTaint kept, and returns
@@ -275,13 +275,13 @@ func (r *recorder) deferTaint(plugin *wrappedPlugin, result map[types.UID]kubele
 // plugin tainted them itself.
 func (r *recorder) taintDeferred(ctx context.Context) map[types.UID]string {
 	r.mu.Lock()
-	plugin, claimDevices, texts, errs := r.plugin, r.claimDevices, r.texts, r.errs
+	plugin, claimDevices, classes, errs := r.plugin, r.claimDevices, r.classes, r.errs
 	r.mu.Unlock()
 	if plugin == nil {
 		return nil
 	}
 	errorTexts := map[types.UID]string{}
-	for uid, cause := range plugin.taint(ctx, claimDevices, texts) {
+	for uid, cause := range plugin.taint(ctx, claimDevices, classes) {
 		errorTexts[uid] = (&notTaintedError{err: errs[uid], cause: cause}).Error()
 	}
 	return errorTexts

@@ -252,7 +252,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Fatalf("taints in the API when the answer arrived: %v, want one on %s", inAPI, broken)
 	}
 	if taint := taints[0]; taint.Key != failfastplugin.DefaultDeviceFaultTaintKey || taint.Effect != rulesapi.DeviceTaintEffectNoSchedule ||
-		taint.Value != "claim-broken-pool-dev-1-broken" || taint.TimeAdded == nil {
+		taint.Value != "device-fault" || taint.TimeAdded == nil {
 		t.Errorf("taint = %+v", taint)
 	}
 

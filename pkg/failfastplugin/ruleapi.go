@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -113,9 +114,16 @@ func (a *ruleAPI) delete(ctx context.Context, name string) error {
 	return a.do(ctx, a.client.Delete().AbsPath(a.path(name)), nil, nil)
 }
 
-func (a *ruleAPI) list(ctx context.Context, labelSelector string) (*resourcerules.DeviceTaintRuleList, error) {
+// list lists one page of the DeviceTaintRules that labelSelector selects: at
+// most limit, from the continue token from (empty: the first page). The
+// answer's Continue is the token of the next page, empty after the last.
+func (a *ruleAPI) list(ctx context.Context, labelSelector string, limit int64, from string) (*resourcerules.DeviceTaintRuleList, error) {
 	list := &resourcerules.DeviceTaintRuleList{}
-	return list, a.do(ctx, a.client.Get().AbsPath(a.path()).Param("labelSelector", labelSelector), nil, list)
+	req := a.client.Get().AbsPath(a.path()).Param("labelSelector", labelSelector).Param("limit", strconv.FormatInt(limit, 10))
+	if from != "" {
+		req = req.Param("continue", from)
+	}
+	return list, a.do(ctx, req, nil, list)
 }
 
 // ruleAPIFinder finds the version in which the API server serves

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	resourcerules "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,15 +42,42 @@ const (
 	DefaultDeviceFaultWaitTimeout = 10 * time.Second
 
 	// DeviceTaintRuleDriverLabel is the label of every DeviceTaintRule
-	// that the library creates: the driver's name. The rules of a driver
-	// are listed by it.
+	// that the library creates: the driver's name.
 	DeviceTaintRuleDriverLabel = "dra-failfast.io/driver"
+	// DeviceTaintRuleNodeLabel is the label of every DeviceTaintRule that
+	// the library creates: the writer's node, as
+	// DeviceTaintRuleNodeLabelValue gives it. A restarted driver lists
+	// the rules of its own node by it, and of no other node: an admission
+	// policy forces it (deploy/helm/gpu-driver/templates/rbac.yaml), so
+	// that no node can make another node's plugin read what it wrote.
+	DeviceTaintRuleNodeLabel = "dra-failfast.io/node"
 	// DeviceTaintRuleNodeAnnotation is the annotation of every
-	// DeviceTaintRule that the library creates: the node whose driver
-	// instance created it, which reads it back when it starts. An
-	// annotation, not a label: node names may be longer than label values.
+	// DeviceTaintRule that the library creates: the writer's node, whole
+	// (node names may be longer than label values).
 	DeviceTaintRuleNodeAnnotation = "dra-failfast.io/node"
+
+	// loadPageSize is how many rules one list request of Load asks for:
+	// what Load holds in memory at once. A node's own rules are each
+	// small (the policy admits no other labels or annotations).
+	loadPageSize = 100
+	// legacyPageSize is the page size when Load reads the rules an
+	// earlier version of the library wrote without the node label: those
+	// of every node, written before any policy bounded their size.
+	legacyPageSize = 10
 )
+
+// DeviceTaintRuleNodeLabelValue returns the value of DeviceTaintRuleNodeLabel
+// for node: the node's name when it fits a label value (63 bytes), else its
+// first 61 bytes and "_n" (an underscore is in no node name, so it is never
+// another node's whole name). Two nodes whose names are longer than 63 bytes
+// and share their first 61 share the value: each lists the other's rules,
+// and skips them by their annotation.
+func DeviceTaintRuleNodeLabelValue(node string) string {
+	if len(node) <= content.LabelValueMaxLength {
+		return node
+	}
+	return node[:content.LabelValueMaxLength-2] + "_n"
+}
 
 // DeviceFaultConfig configures how devices reported with DeviceFault get
 // tainted. The zero value of each optional field selects its default.
@@ -69,10 +95,12 @@ type DeviceFaultConfig struct {
 	// TaintKey is the key of the taint, a label key. Default:
 	// DefaultDeviceFaultTaintKey.
 	TaintKey string
-	// TaintValue is the value of the taint, a label value. Default: the
-	// text of the first fault reported for the device, turned into a label
-	// value (at most 63 letters, digits, '-', '_', '.'), so that the taint
-	// says why.
+	// TaintValue is the value of the taint, a label value, for every
+	// fault. Default: the class of the device's first fault
+	// (DeviceFaultClass), "device-fault" for a fault without one. Never
+	// the error's text: a DeviceTaintRule is cluster-scoped and read by
+	// whoever may list them, the text stays in the pod's status and
+	// Event.
 	TaintValue string
 	// TaintEffect is the effect of the taint. Default: NoSchedule: the
 	// scheduler gives new claims other devices, and pods that already use
@@ -104,10 +132,11 @@ type DeviceFaults struct {
 	// fails the claim permanently without a taint, and says so.
 	enabled bool
 
-	// writeMu serializes writing rules with updating rules, so that a
-	// fault and a ClearDeviceFault of the same device cannot leave the
-	// map saying the opposite of the API.
-	writeMu sync.Mutex
+	// writeLock (one token) serializes writing rules with updating rules,
+	// so that a fault and a ClearDeviceFault of the same device cannot
+	// leave the map saying the opposite of the API. A channel, not a
+	// mutex: a caller waits for it only as long as its context allows.
+	writeLock chan struct{}
 
 	mu sync.Mutex
 	// rules are the devices with a fault, by the name of their rule, as
@@ -118,9 +147,11 @@ type DeviceFaults struct {
 	// the library gave rules before it put the node in the name
 	// (legacyRuleName): ClearDeviceFault deletes those too.
 	legacyRules map[DeviceID]string
-	// owner is the driver's Node as the owner of its rules, nil until Load or
-	// a fault (lookUpOwner) read it.
-	owner *metav1.OwnerReference
+	// retry holds the faults whose taint could not be written yet.
+	retry retryQueue
+	// background is the context of LoadInBackground: the retries run
+	// until it ends (nil: until the queue is empty).
+	background context.Context
 	// changedWhileLoading are the devices whose rule this process wrote or
 	// deleted since Load started listing (nil when no Load runs): what
 	// this process did is newer than the list.
@@ -180,8 +211,30 @@ func NewDeviceFaults(cfg DeviceFaultConfig) (*DeviceFaults, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("device fault config: %s", strings.Join(problems, "; "))
 	}
-	return &DeviceFaults{cfg: cfg, api: ruleAPIFinder{kube: cfg.KubeClient}, enabled: true, rules: map[DeviceID]string{}, legacyRules: map[DeviceID]string{}, loaded: make(chan struct{})}, nil
+	return newDeviceFaults(cfg, true), nil
 }
+
+func newDeviceFaults(cfg DeviceFaultConfig, enabled bool) *DeviceFaults {
+	f := &DeviceFaults{
+		cfg: cfg, api: ruleAPIFinder{kube: cfg.KubeClient}, enabled: enabled,
+		writeLock: make(chan struct{}, 1), rules: map[DeviceID]string{}, legacyRules: map[DeviceID]string{},
+		loaded: make(chan struct{}),
+	}
+	f.retry.init(cfg.DriverName)
+	return f
+}
+
+// lockWrite takes the write lock, unless ctx ends first.
+func (f *DeviceFaults) lockWrite(ctx context.Context) error {
+	select {
+	case f.writeLock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the driver's other DeviceTaintRule writes: %w", context.Cause(ctx))
+	}
+}
+
+func (f *DeviceFaults) unlockWrite() { <-f.writeLock }
 
 // Config returns the configuration, with defaults applied.
 func (f *DeviceFaults) Config() DeviceFaultConfig { return f.cfg }
@@ -210,14 +263,15 @@ type wrappedHealthPlugin struct {
 
 // Load reads what an earlier instance of the driver on this node left: the
 // DeviceTaintRules of its device faults (TaintedDevices returns them
-// afterwards), and the Node that owns the rules. It retries failures until
-// ctx ends, except those that retrying cannot help: the API server does not
+// afterwards). It lists the rules of this node only (by
+// DeviceTaintRuleNodeLabel), in pages, and then those an earlier version of
+// the library wrote without that label, in small pages: what it holds at
+// once is bounded whatever other nodes wrote. It retries failures until ctx
+// ends, except those that retrying cannot help: the API server does not
 // serve DeviceTaintRules in any of DeviceTaintRuleVersions
-// (ErrDeviceTaintRulesNotServed), or the driver may not read them or its
-// Node (Forbidden).
-// Faults are tainted without it all the same (a fault reads the Node itself
-// for its rules' owner), and TaintedDevices only knows the faults of this
-// process.
+// (ErrDeviceTaintRulesNotServed), or the driver may not list them
+// (Forbidden). Faults are tainted without it all the same, and
+// TaintedDevices then only knows the faults of this process.
 func (f *DeviceFaults) Load(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
@@ -229,24 +283,11 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 		f.mu.Unlock()
 	}()
 	var (
-		node    *v1.Node
-		rules   *resourcerules.DeviceTaintRuleList
-		lastErr error
+		loaded, legacy map[DeviceID]string
+		lastErr        error
 	)
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
 	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		var err error
-		if node == nil {
-			node, err = f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
-			switch {
-			case apierrors.IsForbidden(err):
-				return false, fmt.Errorf("get Node %s: the driver may not (RBAC: get nodes): %w", f.cfg.NodeName, err)
-			case err != nil:
-				node, lastErr = nil, fmt.Errorf("get Node %s: %w", f.cfg.NodeName, err)
-				logger.V(2).Info("Reading the driver's Node failed, retrying", "err", err)
-				return false, nil
-			}
-		}
 		api, err := f.api.get(ctx)
 		switch {
 		case errors.Is(err, ErrDeviceTaintRulesNotServed):
@@ -256,7 +297,15 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 			logger.V(2).Info("Discovering the DeviceTaintRules API failed, retrying", "err", err)
 			return false, nil
 		}
-		rules, err = api.list(ctx, labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName}.String())
+		// Both lists again after a failure: a continue token may have
+		// expired, and the maps are small.
+		loaded, legacy = map[DeviceID]string{}, map[DeviceID]string{}
+		own := labels.Set{DeviceTaintRuleDriverLabel: f.cfg.DriverName, DeviceTaintRuleNodeLabel: DeviceTaintRuleNodeLabelValue(f.cfg.NodeName)}.String()
+		unlabelled := DeviceTaintRuleDriverLabel + "=" + f.cfg.DriverName + ",!" + DeviceTaintRuleNodeLabel
+		err = f.listPages(ctx, api, own, loadPageSize, func(rule *deviceTaintRule) { f.takeIn(logger, rule, loaded, legacy) })
+		if err == nil {
+			err = f.listPages(ctx, api, unlabelled, legacyPageSize, func(rule *deviceTaintRule) { f.takeIn(logger, rule, loaded, legacy) })
+		}
 		switch {
 		case err == nil:
 			return true, nil
@@ -279,31 +328,7 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	if f.afterList != nil {
 		f.afterList()
 	}
-	// Not a controller, no blockOwnerDeletion: that would need the right
-	// to delete Nodes.
-	owner := &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	loaded, legacy := map[DeviceID]string{}, map[DeviceID]string{}
-	for _, rule := range rules.Items {
-		if rule.Annotations[DeviceTaintRuleNodeAnnotation] != f.cfg.NodeName {
-			continue
-		}
-		device, ok := ruleDevice(&rule)
-		switch {
-		case ok && rule.Name == f.ruleName(device):
-			loaded[device] = rule.Name
-		case ok && rule.Name == f.legacyRuleName(device):
-			// Written by a version of the library before the node was
-			// in the name: the device stays tainted, and
-			// ClearDeviceFault deletes that rule too.
-			legacy[device] = rule.Name
-		default:
-			// Not a rule of the library's making (edited by hand?):
-			// leave it alone, the operator owns it now.
-			logger.Info("Ignoring a DeviceTaintRule with the driver's label that the library did not write", "rule", rule.Name)
-		}
-	}
 	f.mu.Lock()
-	f.owner = owner
 	// This process never writes a legacy name, so the list is the
 	// newest word on them.
 	maps.Copy(f.legacyRules, legacy)
@@ -325,11 +350,59 @@ func (f *DeviceFaults) Load(ctx context.Context) error {
 	return nil
 }
 
+// listPages lists the rules that selector selects, pageSize at a time, and
+// hands each to take: only one page is held at once.
+func (f *DeviceFaults) listPages(ctx context.Context, api *ruleAPI, selector string, pageSize int64, take func(*deviceTaintRule)) error {
+	from := ""
+	for {
+		page, err := api.list(ctx, selector, pageSize, from)
+		if err != nil {
+			return err
+		}
+		for i := range page.Items {
+			take(&page.Items[i])
+		}
+		if page.Continue == "" {
+			return nil
+		}
+		from = page.Continue
+	}
+}
+
+// takeIn notes rule in loaded (a rule of this node under the library's
+// name) or legacy (under the name of a version before the node was in the
+// name), if it is one of this node's.
+func (f *DeviceFaults) takeIn(logger klog.Logger, rule *deviceTaintRule, loaded, legacy map[DeviceID]string) {
+	if rule.Annotations[DeviceTaintRuleNodeAnnotation] != f.cfg.NodeName {
+		return
+	}
+	device, ok := ruleDevice(rule)
+	switch {
+	case ok && rule.Name == f.ruleName(device):
+		loaded[device] = rule.Name
+	case ok && rule.Name == f.legacyRuleName(device):
+		// Written by a version of the library before the node was in
+		// the name: the device stays tainted, and ClearDeviceFault
+		// deletes that rule too.
+		legacy[device] = rule.Name
+	default:
+		// Not a rule of the library's making (edited by hand?): leave
+		// it alone, the operator owns it now.
+		logger.Info("Ignoring a DeviceTaintRule with the driver's label that the library did not write", "rule", rule.Name)
+	}
+}
+
 // LoadInBackground runs Load until it is done and closes Loaded then, so
 // that a driver registers with the kubelet, and can unprepare claims,
 // whatever the API server does. StartWithDeviceFaults calls it. When Load
 // gives up, LoadErr says why, and the driver's log too.
+//
+// The faults whose taint could not be written within their wait are retried
+// in the background until ctx ends (see DeviceFaults).
 func (f *DeviceFaults) LoadInBackground(ctx context.Context) {
+	f.mu.Lock()
+	f.background = ctx
+	f.mu.Unlock()
 	go func() {
 		defer close(f.loaded)
 		if err := f.Load(ctx); err != nil {
@@ -364,28 +437,17 @@ func ruleDevice(rule *deviceTaintRule) (DeviceID, bool) {
 	return DeviceID{Pool: *selector.Pool, Device: *selector.Device}, true
 }
 
-// lookUpOwner gets the driver's Node, the owner of its rules, when a fault
-// comes before Load read it (or while Load keeps failing): a rule created
-// without an owner outlives the Node. Within the fault's wait; if the Node
-// cannot be read now either, the rule is created without an owner, as before,
-// and the log says so.
-func (f *DeviceFaults) lookUpOwner(ctx context.Context) {
-	f.mu.Lock()
-	known := f.owner != nil
-	f.mu.Unlock()
-	if known {
-		return
-	}
+// nodeOwner reads the driver's Node, the owner of its rules, at every fault:
+// a Node deleted and created again has another UID, and a rule owned by the
+// old one would be deleted by the garbage collector.
+func (f *DeviceFaults) nodeOwner(ctx context.Context) (*metav1.OwnerReference, error) {
 	node, err := f.cfg.KubeClient.CoreV1().Nodes().Get(ctx, f.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the driver's Node failed: the DeviceTaintRules of this fault get no owner and outlive the Node", "node", f.cfg.NodeName)
-		return
+		return nil, fmt.Errorf("read Node %s, the owner of the rule: %w", f.cfg.NodeName, err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.owner == nil {
-		f.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-	}
+	// Not a controller, no blockOwnerDeletion: that would need the right
+	// to delete Nodes.
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}, nil
 }
 
 // maxRuleNodeName is the longest node name that DeviceTaintRuleName can end
@@ -434,15 +496,17 @@ func (f *DeviceFaults) legacyRuleName(device DeviceID) string {
 	return legacyRuleName(f.cfg.DriverName, device)
 }
 
-// rule returns the DeviceTaintRule that taints device with taint.
-func (f *DeviceFaults) rule(device DeviceID, taint resourcerules.DeviceTaint) *deviceTaintRule {
-	f.mu.Lock()
-	owner := f.owner
-	f.mu.Unlock()
+// rule returns the DeviceTaintRule that taints device with taint, owned by
+// owner: exactly the labels, annotation and owner the admission policy
+// admits.
+func (f *DeviceFaults) rule(device DeviceID, taint resourcerules.DeviceTaint, owner *metav1.OwnerReference) *deviceTaintRule {
 	rule := &deviceTaintRule{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        f.ruleName(device),
-			Labels:      map[string]string{DeviceTaintRuleDriverLabel: f.cfg.DriverName},
+			Name: f.ruleName(device),
+			Labels: map[string]string{
+				DeviceTaintRuleDriverLabel: f.cfg.DriverName,
+				DeviceTaintRuleNodeLabel:   DeviceTaintRuleNodeLabelValue(f.cfg.NodeName),
+			},
 			Annotations: map[string]string{DeviceTaintRuleNodeAnnotation: f.cfg.NodeName},
 		},
 		Spec: resourcerules.DeviceTaintRuleSpec{
@@ -454,25 +518,35 @@ func (f *DeviceFaults) rule(device DeviceID, taint resourcerules.DeviceTaint) *d
 			Taint: taint,
 		},
 	}
-	if owner != nil {
-		rule.OwnerReferences = []metav1.OwnerReference{*owner}
-	}
+	rule.OwnerReferences = []metav1.OwnerReference{*owner}
 	return rule
 }
 
 // ClearDeviceFault removes the faults of devices: it deletes their
-// DeviceTaintRules, so that the devices can be allocated again. A device
-// without a rule is ignored, whether this process tainted it or not.
+// DeviceTaintRules, so that the devices can be allocated again, and drops
+// their taints still waiting for a retry. A device without a rule is
+// ignored, whether this process tainted it or not. Each API call is bounded
+// by DeviceFaultConfig.WaitTimeout, whatever ctx allows: a health loop may
+// call it with a context that never ends.
 func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID) error {
 	if !f.enabled {
 		return nil
 	}
-	api, err := f.api.get(ctx)
+	// First: a retry that has not written the rule yet never will.
+	f.retry.drop(devices)
+	callCtx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
+	api, err := f.api.get(callCtx)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("clear device faults: %w", err)
 	}
-	f.writeMu.Lock()
-	defer f.writeMu.Unlock()
+	lockCtx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
+	err = f.lockWrite(lockCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("clear device faults: %w", err)
+	}
+	defer f.unlockWrite()
 	var errs []error
 	var cleared []DeviceID
 	for _, device := range devices {
@@ -484,7 +558,9 @@ func (f *DeviceFaults) ClearDeviceFault(ctx context.Context, devices ...DeviceID
 			if name == "" {
 				continue
 			}
-			err := api.delete(ctx, name)
+			callCtx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
+			err := api.delete(callCtx, name)
+			cancel()
 			switch {
 			case err == nil:
 				deleted = true
@@ -545,11 +621,12 @@ type taintFailure struct {
 	err    error
 }
 
-// taint creates a DeviceTaintRule for each of the devices (text is the text
-// of the first fault for it: the taint value), or finds the one there is,
-// all within WaitTimeout. It returns why the devices that did not get
-// tainted did not.
-func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map[DeviceID]*taintFailure {
+// taint creates a DeviceTaintRule for each of the devices (classes: the
+// class of the first fault of each, "" for none), or finds the one there
+// is, all within WaitTimeout. It returns why the devices that did not get
+// tainted did not; those whose rule could not be written are retried in the
+// background.
+func (f *DeviceFaults) taint(ctx context.Context, classes map[DeviceID]string) map[DeviceID]*taintFailure {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	failures := map[DeviceID]*taintFailure{}
@@ -558,7 +635,7 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 			deviceTaintFailures.WithLabelValues(f.cfg.DriverName, failure.reason).Inc()
 		}
 	}()
-	devices := slices.SortedFunc(maps.Keys(texts), compareDeviceIDs)
+	devices := slices.SortedFunc(maps.Keys(classes), compareDeviceIDs)
 	if !f.enabled {
 		for _, device := range devices {
 			failures[device] = &taintFailure{reason: TaintFailureNotEnabled, err: errors.New("device faults are not enabled, start the driver with failfastplugin.StartWithDeviceFaults")}
@@ -568,68 +645,56 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WaitTimeout)
 	defer cancel()
-	rulesAPI, err := f.api.get(ctx)
-	if err != nil {
+	taints := make(map[DeviceID]resourcerules.DeviceTaint, len(devices))
+	for _, device := range devices {
+		taints[device] = f.deviceTaint(classes[device])
+	}
+	failAll := func(err error) map[DeviceID]*taintFailure {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer from the API server within %v: %w", f.cfg.WaitTimeout, err)
+		}
 		for _, device := range devices {
 			failures[device] = &taintFailure{reason: TaintFailurePublish, err: err}
 		}
-		logger.Error(err, "Tainting devices with a fault failed", "devices", deviceNames(devices))
+		logger.Error(err, "Tainting devices with a fault failed, retrying in the background", "devices", deviceNames(devices))
+		f.retryLater(ctx, taints)
 		return failures
 	}
-	f.writeMu.Lock()
-	defer f.writeMu.Unlock()
-	f.lookUpOwner(ctx)
-	now := metav1.Now().Rfc3339Copy() // what the API stores
+	rulesAPI, err := f.api.get(ctx)
+	if err != nil {
+		return failAll(err)
+	}
+	if err := f.lockWrite(ctx); err != nil {
+		return failAll(err)
+	}
+	defer f.unlockWrite()
+	owner, err := f.nodeOwner(ctx)
+	if err != nil {
+		return failAll(err)
+	}
 	var created []string
+	retry := map[DeviceID]resourcerules.DeviceTaint{}
 	// Every fault writes its rule, also for a device with a rule already:
 	// a device that fails again was allocated although tainted, so its
 	// rule may be gone (an operator deleted it).
 	for _, device := range devices {
-		taint := resourcerules.DeviceTaint{
-			Key:       f.cfg.TaintKey,
-			Value:     f.cfg.TaintValue,
-			Effect:    resourcerules.DeviceTaintEffect(f.cfg.TaintEffect),
-			TimeAdded: &now,
-		}
-		if taint.Value == "" {
-			taint.Value = taintValue(texts[device])
-		}
-		rule := f.rule(device, taint)
-		_, err := rulesAPI.create(ctx, rule)
-		if apierrors.IsAlreadyExists(err) {
-			// Written by an earlier fault, maybe by an earlier
-			// instance of the driver on this node. It counts only if
-			// it taints this device: the name is predictable, and
-			// whoever may write rules without the shipped admission
-			// policy (an administrator, another controller) could
-			// have taken it. An operator may have changed its taint
-			// since, which stays as it is.
-			var existing *deviceTaintRule
-			existing, err = rulesAPI.get(ctx, rule.Name)
-			if err == nil {
-				if selected, ok := ruleDevice(existing); !ok || selected != device || existing.Spec.DeviceSelector.Driver == nil || *existing.Spec.DeviceSelector.Driver != f.cfg.DriverName {
-					failures[device] = &taintFailure{reason: TaintFailureRuleConflict, err: fmt.Errorf("DeviceTaintRule %s exists and does not select this device", rule.Name)}
-					logger.Error(nil, "A DeviceTaintRule with the name of the device's rule selects something else: the device is not tainted; delete that rule", "rule", rule.Name, "device", device.String(), "selector", existing.Spec.DeviceSelector)
-					continue
-				}
-			}
-		} else if err == nil {
-			created = append(created, device.String()+"="+taint.Value)
-		}
-		if err != nil {
-			// Short: the note on the claim's error has 128 bytes.
-			failure := &taintFailure{reason: TaintFailurePublish, err: fmt.Errorf("create DeviceTaintRule: %w", err)}
-			switch {
-			case ctx.Err() != nil:
-				failure.err = fmt.Errorf("create DeviceTaintRule: no answer from the API server within %v: %w", f.cfg.WaitTimeout, err)
-			case apierrors.IsNotFound(err):
-				failure.err = fmt.Errorf("the API server does not serve DeviceTaintRules: %w", err)
-			}
-			logger.Error(err, "Creating a DeviceTaintRule failed", "rule", rule.Name, "device", device.String())
+		taint := taints[device]
+		isNew, failure := f.writeRule(ctx, rulesAPI, device, taint, owner)
+		switch {
+		case failure != nil && failure.reason == TaintFailurePublish:
+			retry[device] = taint
 			failures[device] = failure
-			continue
+		case failure != nil:
+			failures[device] = failure
+		default:
+			f.retry.drop([]DeviceID{device})
+			if isNew {
+				created = append(created, device.String()+"="+taint.Value)
+			}
 		}
-		f.setRule(device, rule.Name)
+	}
+	if len(retry) > 0 {
+		f.retryLater(ctx, retry)
 	}
 	if len(created) > 0 {
 		logger.Info("Tainted devices with a fault", "taints", created, "key", f.cfg.TaintKey, "effect", f.cfg.TaintEffect)
@@ -638,6 +703,79 @@ func (f *DeviceFaults) taint(ctx context.Context, texts map[DeviceID]string) map
 		deviceTaintWait.WithLabelValues(f.cfg.DriverName).Observe(time.Since(start).Seconds())
 	}
 	return failures
+}
+
+// deviceTaint is the taint of a fault of class.
+func (f *DeviceFaults) deviceTaint(class string) resourcerules.DeviceTaint {
+	now := metav1.Now().Rfc3339Copy() // what the API stores
+	taint := resourcerules.DeviceTaint{
+		Key:       f.cfg.TaintKey,
+		Value:     f.cfg.TaintValue,
+		Effect:    resourcerules.DeviceTaintEffect(f.cfg.TaintEffect),
+		TimeAdded: &now,
+	}
+	if taint.Value == "" {
+		taint.Value = taintValue(class)
+	}
+	return taint
+}
+
+// writeRule creates the rule of device with taint, owned by owner, or finds
+// the one there is, and records it. isNew: this call created it. Called with
+// the write lock held.
+func (f *DeviceFaults) writeRule(ctx context.Context, rulesAPI *ruleAPI, device DeviceID, taint resourcerules.DeviceTaint, owner *metav1.OwnerReference) (isNew bool, failure *taintFailure) {
+	logger := klog.FromContext(ctx)
+	rule := f.rule(device, taint, owner)
+	_, err := rulesAPI.create(ctx, rule)
+	if apierrors.IsAlreadyExists(err) {
+		// Written by an earlier fault, maybe by an earlier instance of the
+		// driver on this node. It counts only if it taints this device
+		// with this key and effect: the name is predictable, and whoever
+		// may write rules without the shipped admission policy (an
+		// administrator, another controller) could have taken it, or
+		// changed it to effect None (no taint at all). Its value may
+		// differ (an operator's note).
+		var existing *deviceTaintRule
+		existing, err = rulesAPI.get(ctx, rule.Name)
+		if err == nil {
+			if problem := f.ruleMismatch(existing, device); problem != "" {
+				logger.Error(nil, "A DeviceTaintRule with the name of the device's rule does not taint it as the driver would: the device is not tainted; delete that rule", "rule", rule.Name, "device", device.String(), "problem", problem)
+				// Short: the note on the claim's error has 128 bytes.
+				return false, &taintFailure{reason: TaintFailureRuleConflict, err: fmt.Errorf("a DeviceTaintRule of its name exists and %s", problem)}
+			}
+			f.setRule(device, rule.Name)
+			return false, nil
+		}
+	}
+	if err != nil {
+		// Short: the note on the claim's error has 128 bytes.
+		failure := &taintFailure{reason: TaintFailurePublish, err: fmt.Errorf("create DeviceTaintRule: %w", err)}
+		switch {
+		case ctx.Err() != nil:
+			failure.err = fmt.Errorf("create DeviceTaintRule: no answer from the API server within %v: %w", f.cfg.WaitTimeout, err)
+		case apierrors.IsNotFound(err):
+			failure.err = fmt.Errorf("the API server does not serve DeviceTaintRules: %w", err)
+		}
+		logger.Error(err, "Creating a DeviceTaintRule failed", "rule", rule.Name, "device", device.String())
+		return false, failure
+	}
+	f.setRule(device, rule.Name)
+	return true, nil
+}
+
+// ruleMismatch says how existing fails to taint device as this driver's
+// rule would ("" if it does not).
+func (f *DeviceFaults) ruleMismatch(existing *deviceTaintRule, device DeviceID) string {
+	selected, ok := ruleDevice(existing)
+	switch {
+	case !ok || selected != device || existing.Spec.DeviceSelector.Driver == nil || *existing.Spec.DeviceSelector.Driver != f.cfg.DriverName:
+		return "does not select this device"
+	case existing.Spec.Taint.Key != f.cfg.TaintKey:
+		return fmt.Sprintf("has taint key %q, not %q", existing.Spec.Taint.Key, f.cfg.TaintKey)
+	case string(existing.Spec.Taint.Effect) != string(f.cfg.TaintEffect):
+		return fmt.Sprintf("has taint effect %q, not %q", existing.Spec.Taint.Effect, f.cfg.TaintEffect)
+	}
+	return ""
 }
 
 // deviceNames are the devices as "pool/device", for logs.

@@ -53,6 +53,9 @@ var certManagerCertificates = schema.GroupVersionResource{Group: certstandin.Gro
 //     injection): helm upgrade (source auto) switches to an Issuer and a Certificate, the webhook
 //     serves the Secret cert-manager wrote, the caBundle is the one injected, the chart's Secret is
 //     gone, and the webhook still denies invalid config and admits valid config;
+//   - cert-manager renews the serving certificate (a new key, signed by the release's CA) while a
+//     stream of valid applies runs: none is denied until every webhook replica serves the new one
+//     (renewDuringApplies);
 //   - deploy/gpu-driver/manifests.yaml (the chart rendered for cert-manager) passes a server-side
 //     dry run, each object against its schema, cert-manager's included;
 //   - back to the chart's certificate, cert-manager removed; then source=cert-manager without
@@ -164,6 +167,8 @@ func TestChartCertificates(t *testing.T) {
 		t.Errorf("the chart's Secret %s outlived the switch to cert-manager: %v", gpuChartSecret, err)
 	}
 
+	renewDuringApplies(ctx, t, client, standIn, namespace)
+
 	// Back to the chart's certificate; cert-manager goes.
 	if out, err := upgrade(ctx, "webhook.certificates.source=chart", "--force-conflicts"); err != nil {
 		t.Fatalf("helm upgrade back to the chart's certificate: %v: %s", err, out)
@@ -253,4 +258,76 @@ func webhookAnswers(ctx context.Context, client kubernetes.Interface, namespace 
 		return fmt.Errorf("valid GPUConfig: %w", err)
 	}
 	return nil
+}
+
+// renewDuringApplies renews the webhook's serving certificate (the stand-in, as cert-manager does:
+// a new key) while applies of a valid claim template run one after another, and counts the
+// denials until every webhook replica logged that it reloaded the certificate. The caBundle is
+// the release's CA, which signs the old and the new certificate alike: zero denials.
+func renewDuringApplies(ctx context.Context, t *testing.T, client kubernetes.Interface, standIn *certstandin.StandIn, namespace string) {
+	t.Helper()
+	renewed := metav1.Now()
+	streamCtx, stop := context.WithCancel(ctx)
+	type result struct {
+		applies, denials int
+		first            error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		valid := e2eframework.ClaimTemplateFor(namespace, "renewal", gpuDriver, gpuDriver, gpuConfig("TimeSlicing"))
+		for streamCtx.Err() == nil {
+			_, err := client.ResourceV1().ResourceClaimTemplates(namespace).Create(streamCtx, valid, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if streamCtx.Err() != nil {
+				break
+			}
+			r.applies++
+			if err != nil {
+				r.denials++
+				if r.first == nil {
+					r.first = err
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		done <- r
+	}()
+	before, err := client.CoreV1().Secrets(gpuNamespace).Get(ctx, gpuCertManagerSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := standIn.Renew(ctx, gpuNamespace, gpuCertificate); err != nil {
+		stop()
+		t.Fatalf("renewing the serving certificate: %v", err)
+	}
+	after, err := client.CoreV1().Secrets(gpuNamespace).Get(ctx, gpuCertManagerSecret, metav1.GetOptions{})
+	if err != nil || string(after.Data[v1.TLSCertKey]) == string(before.Data[v1.TLSCertKey]) {
+		stop()
+		t.Fatalf("the serving certificate was not renewed: %v", err)
+	}
+	// Until each replica serves the new certificate (it reloads at the first handshake after the
+	// kubelet updated the Secret's files, within a minute or two).
+	start := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 4*time.Minute, false, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(gpuNamespace).List(ctx, metav1.ListOptions{LabelSelector: gpuWebhookLabel})
+		if err != nil || len(pods.Items) == 0 {
+			return false, nil
+		}
+		for _, pod := range pods.Items {
+			logs, err := client.CoreV1().Pods(gpuNamespace).GetLogs(pod.Name, &v1.PodLogOptions{SinceTime: &renewed}).DoRaw(ctx)
+			if err != nil || !strings.Contains(string(logs), "Reloaded the serving certificate") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	stop()
+	r := <-done
+	if err != nil {
+		t.Errorf("renewal: not every webhook replica reloaded the certificate in 4 min: %v", err)
+	}
+	t.Logf("renewal: %d valid applies while the webhook replicas took the new certificate (%.0fs), %d denied", r.applies, time.Since(start).Seconds(), r.denials)
+	if r.denials > 0 || r.applies == 0 {
+		t.Errorf("renewal: %d of %d valid applies denied (first: %v), want none", r.denials, r.applies, r.first)
+	}
 }

@@ -73,6 +73,9 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				}
 				if node == nil {
 					s.Spec.AllNodes = ptr.To(true)
+				} else {
+					// The drivers name their pool after their node.
+					s.Spec.Pool.Name = *node
 				}
 				return s
 			}
@@ -88,6 +91,14 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 				"other node":     {client: asPlugin, slice: slice("other", driver.name, &other), wantText: "ResourceSlices of node '" + other + "'"},
 				"not node-local": {client: asPlugin, slice: slice("all", driver.name, nil), wantText: "not node-local"},
 				"other driver":   {client: asPlugin, slice: slice("driver", "other.example.com", &own), wantText: "driver 'other.example.com'"},
+				"other node's pool": {
+					client: asPlugin, slice: func() *resourceapi.ResourceSlice {
+						s := slice("pool", driver.name, &own)
+						s.Spec.Pool.Name = other
+						return s
+					}(),
+					wantText: "may not write a ResourceSlice of pool '" + other + "'",
+				},
 				"token without node": {
 					client: impersonate(t, user, ""), slice: slice("nonode", driver.name, &own),
 					wantText: "from a pod bound to a node",
@@ -134,8 +145,11 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 			taintRule := func(name, pool, node string, device *string) *resourceapi.DeviceTaintRule {
 				return &resourceapi.DeviceTaintRule{
 					ObjectMeta: metav1.ObjectMeta{
-						Name:        "privilege-test-" + driver.namespace + "-" + name + "." + node,
-						Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: driver.name},
+						Name: "privilege-test-" + driver.namespace + "-" + name + "." + node,
+						Labels: map[string]string{
+							failfastplugin.DeviceTaintRuleDriverLabel: driver.name,
+							failfastplugin.DeviceTaintRuleNodeLabel:   failfastplugin.DeviceTaintRuleNodeLabelValue(node),
+						},
 						Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
 					},
 					Spec: resourceapi.DeviceTaintRuleSpec{
@@ -181,6 +195,22 @@ func TestSliceWritesBoundToNode(t *testing.T) {
 						return rule
 					}(),
 					wantText: "for the devices of driver 'other.example.com'",
+				},
+				"rule with another annotation": {
+					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
+						rule := taintRule("annotation", own, own, device)
+						rule.Annotations["privilege-test"] = strings.Repeat("x", 1024)
+						return rule
+					}(),
+					wantText: "with annotations other than dra-failfast.io/node",
+				},
+				"rule with the other node's label": {
+					client: asPlugin, rule: func() *resourceapi.DeviceTaintRule {
+						rule := taintRule("label", own, own, device)
+						rule.Labels[failfastplugin.DeviceTaintRuleNodeLabel] = other
+						return rule
+					}(),
+					wantText: "with labels other than dra-failfast.io/driver and dra-failfast.io/node=" + own,
 				},
 				"rule from a token without node": {
 					client: impersonate(t, user, ""), rule: taintRule("nonode", own, own, device),
@@ -348,6 +378,8 @@ func pluginTokenClient(ctx context.Context, t *testing.T, admin kubernetes.Inter
 	}
 	config = rest.AnonymousClientConfig(config)
 	config.BearerToken = token.Status.Token
+	// An attacker is not bound by client-side rate limits.
+	config.QPS, config.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		t.Fatal(err)
@@ -375,8 +407,11 @@ func attackTaintRules(ctx context.Context, t *testing.T, admin, attackerClient k
 	rule := func(name, node, pool string, device *string) *resourceapi.DeviceTaintRule {
 		return &resourceapi.DeviceTaintRule{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Labels:      map[string]string{failfastplugin.DeviceTaintRuleDriverLabel: gpuDriver},
+				Name: name,
+				Labels: map[string]string{
+					failfastplugin.DeviceTaintRuleDriverLabel: gpuDriver,
+					failfastplugin.DeviceTaintRuleNodeLabel:   failfastplugin.DeviceTaintRuleNodeLabelValue(node),
+				},
 				Annotations: map[string]string{failfastplugin.DeviceTaintRuleNodeAnnotation: node},
 			},
 			Spec: resourceapi.DeviceTaintRuleSpec{

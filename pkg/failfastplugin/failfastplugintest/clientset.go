@@ -82,6 +82,23 @@ func (c *Clientset) OnRequest(hook func(method, version string)) {
 // VERSION" (for example "POST v1").
 func (c *Clientset) Requests() []string { return c.requests.get() }
 
+// Lists returns the list requests served so far: their label selector,
+// limit and continue token, and how many rules each answer held.
+func (c *Clientset) Lists() []ListRequest {
+	c.requests.mu.Lock()
+	defer c.requests.mu.Unlock()
+	return slices.Clone(c.requests.lists)
+}
+
+// ListRequest is one list request for DeviceTaintRules, as served.
+type ListRequest struct {
+	LabelSelector string
+	Limit         int64
+	Continue      string
+	// Items is how many rules the answer held.
+	Items int
+}
+
 // ServeDeviceTaintRules makes client serve DeviceTaintRules in the versions
 // of resource.k8s.io given, in its discovery and over HTTP (no version: the
 // API server serves none), until the test ends. Its REST client asks for
@@ -120,9 +137,16 @@ func ServeDeviceTaintRules(t testing.TB, client *fake.Clientset, versions ...str
 }
 
 type requestLog struct {
-	mu   sync.Mutex
-	list []string
-	hook func(method, version string)
+	mu    sync.Mutex
+	list  []string
+	lists []ListRequest
+	hook  func(method, version string)
+}
+
+func (r *requestLog) addList(list ListRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lists = append(r.lists, list)
 }
 
 // add records request and runs the hook, if any, outside the lock.
@@ -191,20 +215,39 @@ func serve(t testing.TB, client *fake.Clientset, versions []string, requests *re
 	case r.Method == http.MethodGet && len(parts) == 3:
 		answer, err = client.Invokes(k8stesting.NewRootGetAction(gvr, parts[2]), &rulesapi.DeviceTaintRule{})
 	case r.Method == http.MethodGet:
-		selector, parseErr := labels.Parse(r.URL.Query().Get("labelSelector"))
+		query := r.URL.Query()
+		selector, parseErr := labels.Parse(query.Get("labelSelector"))
 		if parseErr != nil {
 			fail(apierrors.NewBadRequest(parseErr.Error()))
 			return
 		}
+		var limit int64
+		if text := query.Get("limit"); text != "" {
+			if _, scanErr := fmt.Sscan(text, &limit); scanErr != nil || limit < 0 {
+				fail(apierrors.NewBadRequest(fmt.Sprintf("limit %q", text)))
+				return
+			}
+		}
+		from := query.Get("continue")
 		answer, err = client.Invokes(k8stesting.NewRootListAction(gvr, rulesapi.SchemeGroupVersion.WithKind("DeviceTaintRule"), metav1.ListOptions{LabelSelector: selector.String()}), &rulesapi.DeviceTaintRuleList{})
-		// The fake's tracker does not select by label; an API server does.
+		// The fake's tracker neither selects by label nor pages; an API
+		// server does both: in the order of names, the continue token
+		// here the last name served.
 		if list, ok := answer.(*rulesapi.DeviceTaintRuleList); ok && err == nil {
 			matching := &rulesapi.DeviceTaintRuleList{ListMeta: list.ListMeta}
-			for _, rule := range list.Items {
-				if selector.Matches(labels.Set(rule.Labels)) {
-					matching.Items = append(matching.Items, rule)
+			items := slices.Clone(list.Items)
+			slices.SortFunc(items, func(a, b rulesapi.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
+			for _, rule := range items {
+				if rule.Name <= from || !selector.Matches(labels.Set(rule.Labels)) {
+					continue
 				}
+				if limit > 0 && int64(len(matching.Items)) == limit {
+					matching.Continue = matching.Items[len(matching.Items)-1].Name
+					break
+				}
+				matching.Items = append(matching.Items, rule)
 			}
+			requests.addList(ListRequest{LabelSelector: query.Get("labelSelector"), Limit: limit, Continue: from, Items: len(matching.Items)})
 			answer = matching
 		}
 	case r.Method == http.MethodDelete && len(parts) == 3:

@@ -3,9 +3,34 @@ Copyright 2026 The dra-failfast Authors.
 SPDX-License-Identifier: Apache-2.0
 */}}
 
-{{/* The prefix of every object's name: the release's name. */}}
+{{/* The chart's name, or nameOverride. */}}
+{{- define "gpu-driver.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every object's name: fullnameOverride, else "<release>-<name>", or just the release's
+name when it contains the name. At most 40 bytes: the longest suffix added is 23.
+*/}}
 {{- define "gpu-driver.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "gpu-driver.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The service accounts of the kubelet plugin and of the webhook. */}}
+{{- define "gpu-driver.pluginServiceAccount" -}}
+{{- default (include "gpu-driver.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+{{- define "gpu-driver.webhookServiceAccount" -}}
+{{- default (printf "%s-webhook" (include "gpu-driver.fullname" .)) .Values.serviceAccount.webhookName -}}
 {{- end -}}
 
 {{/* The driver's name: examples/gpu-driver's driverName constant. */}}
@@ -15,16 +40,16 @@ gpu.example.com
 
 {{/* The kubelet plugin's service account, as the API server names its user. */}}
 {{- define "gpu-driver.pluginUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:{{ include "gpu-driver.fullname" . }}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "gpu-driver.pluginServiceAccount" . }}
 {{- end -}}
 
 {{- define "gpu-driver.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/* Labels of every object. */}}
 {{- define "gpu-driver.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "gpu-driver.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -34,7 +59,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* The selector of one component's pods: include with (list . "webhook"). */}}
 {{- define "gpu-driver.selectorLabels" -}}
 {{- $ := index . 0 -}}
-app.kubernetes.io/name: {{ $.Chart.Name }}
+app.kubernetes.io/name: {{ include "gpu-driver.name" $ }}
 app.kubernetes.io/instance: {{ $.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
