@@ -58,6 +58,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -188,7 +189,8 @@ func run(cfg config) error {
 		}
 		nodeName = strings.ToLower(host)
 	}
-	client, err := newClient(cfg)
+	brownout := &testdriver.APIBrownout{}
+	client, err := newClient(cfg, brownout.Wrap)
 	if err != nil {
 		return err
 	}
@@ -203,6 +205,7 @@ func run(cfg config) error {
 			CDIDir:           cfg.cdiDir,
 			KubeClient:       client,
 			TaintWaitTimeout: cfg.taintWait,
+			APIBrownout:      brownout,
 		},
 		KubeletRootDir: cfg.rootDir,
 		StatsAddress:   cfg.statsAddress,
@@ -231,7 +234,7 @@ func run(cfg config) error {
 // to the API server only for --webhook-generated-claims=ByOwner.
 func runWebhook(ctx context.Context, cfg config) error {
 	if cfg.webhook.GeneratedClaims == admission.GeneratedClaimsByOwner {
-		client, err := newClient(cfg)
+		client, err := newClient(cfg, nil)
 		if err != nil {
 			return err
 		}
@@ -250,8 +253,9 @@ func runWebhook(ctx context.Context, cfg config) error {
 }
 
 // newClient connects to the API server with cfg.kubeconfig (empty: the
-// default loading rules, in-cluster included) at cfg's client rate.
-func newClient(cfg config) (kubernetes.Interface, error) {
+// default loading rules, in-cluster included) at cfg's client rate, its
+// transport wrapped with wrap (nil: as it is).
+func newClient(cfg config, wrap func(http.RoundTripper) http.RoundTripper) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = cfg.kubeconfig
 	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
@@ -260,6 +264,9 @@ func newClient(cfg config) (kubernetes.Interface, error) {
 	}
 	restConfig.UserAgent = "dra-test-driver"
 	restConfig.QPS, restConfig.Burst = float32(cfg.apiQPS), cfg.apiBurst
+	if wrap != nil {
+		restConfig.Wrap(wrap)
+	}
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)

@@ -22,6 +22,16 @@ type Client struct {
 	HTTPClient *http.Client
 }
 
+// SetBrownout makes the driver's requests to the API server fail (POST
+// /brownout) or reach it again (DELETE /brownout).
+func (c *Client) SetBrownout(ctx context.Context, on bool) error {
+	method := http.MethodDelete
+	if on {
+		method = http.MethodPost
+	}
+	return c.do(ctx, method, "/brownout", nil, http.StatusNoContent, nil)
+}
+
 // Healthz returns nil when the driver answers GET /healthz with 200.
 func (c *Client) Healthz(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/healthz", nil, http.StatusOK, nil)

@@ -81,6 +81,9 @@ type Config struct {
 	// OnFatalError, if set, is called for background errors which are not
 	// recoverable (see kubeletplugin.DRAPlugin.HandleError).
 	OnFatalError func(err error)
+	// APIBrownout, if set, is the switch of KubeClient's brownout
+	// (POST /brownout): the client's transport must be wrapped with it.
+	APIBrownout *APIBrownout
 }
 
 // Publisher publishes ResourceSlices; *kubeletplugin.Helper and
@@ -103,6 +106,7 @@ type faultPublisher interface {
 // the kubelet as such and taint mode taints, then hand the helper to
 // SetPublisher.
 type Driver struct {
+	brownout     *APIBrownout
 	driverName   string
 	nodeName     string
 	numDevices   int
@@ -151,6 +155,7 @@ var _ kubeletplugin.DRAPlugin = &Driver{}
 // New validates cfg and returns a driver. It does not start anything.
 func New(cfg Config) (*Driver, error) {
 	d := &Driver{
+		brownout:          cfg.APIBrownout,
 		driverName:        cfg.DriverName,
 		nodeName:          cfg.NodeName,
 		numDevices:        cfg.NumDevices,

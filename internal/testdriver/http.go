@@ -32,6 +32,9 @@ const maxBehaviorBody = 2 * MaxMessageBytes
 //	DELETE /behavior?namespace=NS    204, removes the override of namespace NS
 //	POST   /republish                204, publishes the ResourceSlices again now (see
 //	                                 Driver.Republish); 503 before the driver publishes
+//	POST   /brownout                 204, the driver's requests to the API server fail from now
+//	                                 on (Config.APIBrownout); 404 without one
+//	DELETE /brownout                 204, they reach it again
 //	GET    /metrics                  the metrics in legacyregistry, among them failfastplugin's
 //	                                 (dra_failfast_plugin_device_taint_*: taint failures and
 //	                                 how long prepare calls waited for taints;
@@ -106,6 +109,19 @@ func Handler(d *Driver) http.Handler {
 		d.ClearBehavior(r.Context(), namespace)
 		w.WriteHeader(http.StatusNoContent)
 	})
+	setBrownout := func(on bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if d.brownout == nil {
+				http.Error(w, "the driver's client has no brownout switch", http.StatusNotFound)
+				return
+			}
+			d.brownout.Set(on)
+			klog.FromContext(r.Context()).Info("API brownout", "on", on)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	mux.HandleFunc("POST /brownout", setBrownout(true))
+	mux.HandleFunc("DELETE /brownout", setBrownout(false))
 	mux.HandleFunc("POST /republish", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Republish(r.Context()); err != nil {
 			httpError(w, err, ErrNotPublishing, http.StatusServiceUnavailable)

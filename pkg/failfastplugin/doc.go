@@ -53,11 +53,14 @@
 // v1beta2 or v1alpha3 on 1.36 and 1.35 with their feature gate and
 // runtime-config; the library needs k8s.io/* v0.36 or later, not v0.37): a
 // NoSchedule taint
-// (DefaultDeviceFaultTaintKey, the value says why, TimeAdded when) on exactly
+// (DefaultDeviceFaultTaintKey, the value the fault's class from
+// DeviceFaultClass or "device-fault", never the error's text, TimeAdded when) on exactly
 // that driver, pool and device, named by DeviceTaintRuleName (the writer's
 // node ends the name). It waits only until the API server stored the rules
 // (at most DefaultDeviceFaultWaitTimeout) and then returns the permanent
-// error; the wait happens in GRPCInterceptor, after kubeletplugin has left
+// error (a rule that could not be written by then is retried in the
+// background until it exists or ClearDeviceFault clears the fault:
+// PendingTaints); the wait happens in GRPCInterceptor, after kubeletplugin has left
 // the section in which it serializes the node's prepare and unprepare calls,
 // so that other pods' calls do not wait for it. A rule that exists already counts as tainted if it selects that
 // driver, pool and device, and is left as it is. A
@@ -90,8 +93,8 @@
 // functions, and kubeletplugin.Helper does not reveal them either. The
 // library needs them to write the rules, and passes them on to kubeletplugin,
 // so a driver does not repeat them as options. Once kubeletplugin started, it
-// reads the driver's Node and the rules an earlier instance on the node left,
-// in the background (DeviceFaults.LoadInBackground), so that the driver
+// reads the rules an earlier instance on the node left (its node's only, by
+// DeviceTaintRuleNodeLabel, in pages), in the background (DeviceFaults.LoadInBackground), so that the driver
 // registers whatever the API server does; Helper.Loaded is closed when that is
 // done, and Helper.LoadErr says why it gave up (at once when the API server
 // serves DeviceTaintRules in none of DeviceTaintRuleVersions,

@@ -39,6 +39,12 @@ func (h *Helper) TaintedDevices() []DeviceID {
 	return h.faults.TaintedDevices()
 }
 
+// PendingTaints returns the devices with a fault whose DeviceTaintRule is
+// still being retried (see DeviceFaults.PendingTaints).
+func (h *Helper) PendingTaints() []DeviceID {
+	return h.faults.PendingTaints()
+}
+
 // Loaded is closed once the faults an earlier instance of the driver left
 // are known (see DeviceFaults.Loaded).
 func (h *Helper) Loaded() <-chan struct{} {

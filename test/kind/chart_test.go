@@ -48,9 +48,12 @@ var certManagerCertificates = schema.GroupVersionResource{Group: certstandin.Gro
 //   - the chart's own: the Secret gpu-driver-webhook-tls, the configuration's caBundle its CA, the
 //     serving certificate for the Service's name; the API server trusts the webhook (it denies
 //     invalid GPUConfig in the driver's words); helm upgrade keeps the certificate;
+//   - cert-manager's definitions arrive without its controller: helm upgrade (source auto) keeps
+//     the chart's certificate;
 //   - cert-manager arrives (internal/certstandin in this process: cert-manager's own Issuer and
-//     Certificate definitions from its module, its selfSigned issuer and its cainjector's caBundle
-//     injection): helm upgrade (source auto) switches to an Issuer and a Certificate, the webhook
+//     Certificate definitions from its module, its selfSigned and CA issuers and its cainjector's
+//     caBundle injection; it runs in no Deployment, so source=cert-manager is set): helm upgrade
+//     switches to the chart's CA and serving Certificates, the webhook
 //     serves the Secret cert-manager wrote, the caBundle is the one injected, the chart's Secret is
 //     gone, and the webhook still denies invalid config and admits valid config;
 //   - cert-manager renews the serving certificate (a new key, signed by the release's CA) while a
@@ -145,10 +148,19 @@ func TestChartCertificates(t *testing.T) {
 		"--field-manager=manifests-check", "-f", manifests).CombinedOutput(); err != nil {
 		t.Errorf("deploy/gpu-driver/manifests.yaml, server-side dry run with cert-manager's definitions: %v: %s", err, out)
 	}
+	// Definitions without cert-manager's controller (the stand-in is no Deployment): auto stays on
+	// the chart's certificate, which keeps being served; a Certificate would never be issued.
 	if out, err := upgrade(ctx); err != nil {
-		t.Fatalf("helm upgrade with cert-manager in the cluster: %v: %s", err, out)
+		t.Fatalf("helm upgrade with cert-manager's definitions but no controller: %v: %s", err, out)
 	}
 	certificates := standIn.Dynamic.Resource(certManagerCertificates)
+	if _, err := certificates.Namespace(gpuNamespace).Get(ctx, gpuCertificate, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("source auto with cert-manager's definitions but no controller made a Certificate (%v): its Secret would never appear", err)
+	}
+	checkWebhookCertificate(ctx, t, client, gpuChartSecret, namespace, "cert-manager's definitions, no controller")
+	if out, err := upgrade(ctx, "webhook.certificates.source=cert-manager"); err != nil {
+		t.Fatalf("helm upgrade with cert-manager in the cluster: %v: %s", err, out)
+	}
 	if _, err := certificates.Namespace(gpuNamespace).Get(ctx, gpuCertificate, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the chart with cert-manager in the cluster made no Certificate: %v", err)
 	}

@@ -8,6 +8,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,9 @@ import (
 	"github.com/dra-failfast/dra-failfast/internal/testdriver"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 )
+
+// nonDeviceName are the runs of characters a device name (a DNS label) cannot have.
+var nonDeviceName = regexp.MustCompile(`[^a-z0-9]+`)
 
 const (
 	testDriverPluginLabel = "app.kubernetes.io/name=dra-test-driver,app.kubernetes.io/component=kubelet-plugin"
@@ -104,7 +108,7 @@ func TestNodeCannotHarmOtherNodesPlugins(t *testing.T) {
 			wantText: "owned by anything but its own Node",
 		},
 	} {
-		r := rule("bounded-" + strings.ReplaceAll(name, " ", "-"))
+		r := rule("bounded-" + strings.Trim(nonDeviceName.ReplaceAllString(strings.ToLower(name), "-"), "-"))
 		tc.change(r)
 		created, err := asAttacker.ResourceV1().DeviceTaintRules().Create(ctx, r, metav1.CreateOptions{})
 		switch {

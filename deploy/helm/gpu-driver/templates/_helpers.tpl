@@ -65,13 +65,30 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{/*
+Whether cert-manager's controller runs: a Deployment labelled as cert-manager's chart labels its
+controller, with a ready replica. Definitions alone do not issue certificates. helm template
+(no cluster) finds none.
+*/}}
+{{- define "gpu-driver.certManagerRunning" -}}
+{{- $running := false -}}
+{{- range ((lookup "apps/v1" "Deployment" "" "").items | default list) -}}
+{{- $labels := .metadata.labels | default dict -}}
+{{- if and (eq (get $labels "app.kubernetes.io/name") "cert-manager") (eq (get $labels "app.kubernetes.io/component") "controller") (gt (int ((.status | default dict).readyReplicas | default 0)) 0) -}}
+{{- $running = true -}}
+{{- end -}}
+{{- end -}}
+{{- $running -}}
+{{- end -}}
+
+{{/*
 Where the webhook's certificate comes from: "cert-manager" or "chart" (values.yaml,
-webhook.certificates.source). auto asks the cluster (helm template: --api-versions cert-manager.io/v1).
+webhook.certificates.source). auto: cert-manager when the cluster serves cert-manager.io/v1 and its
+controller runs (gpu-driver.certManagerRunning), else chart.
 */}}
 {{- define "gpu-driver.certificateSource" -}}
 {{- $source := .Values.webhook.certificates.source -}}
 {{- if eq $source "auto" -}}
-{{- if .Capabilities.APIVersions.Has "cert-manager.io/v1" -}}cert-manager{{- else -}}chart{{- end -}}
+{{- if and (.Capabilities.APIVersions.Has "cert-manager.io/v1") (eq (include "gpu-driver.certManagerRunning" .) "true") -}}cert-manager{{- else -}}chart{{- end -}}
 {{- else if or (eq $source "cert-manager") (eq $source "chart") -}}
 {{- $source -}}
 {{- else -}}
