@@ -6,14 +6,17 @@ package testdriver
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 )
 
 // APIBrownout makes the driver's requests to the API server fail while it is
-// on, as an unreachable API server would, for tests of what the driver and
-// the library do through an API brownout (POST /brownout). Only the driver's
-// own client: the kubelet and everything else on the node reach the API
-// server as before.
+// on, as an API server that does not answer them would (a brownout, the
+// driver's flow-control share used up), for tests of what the driver and the
+// library do then (POST /brownout). All but the reads of ResourceClaims:
+// kubeletplugin reads the claims it prepares, and without them no prepare
+// call, hence no fault, reaches the driver. Only the driver's own client: the
+// kubelet and everything else on the node reach the API server as before.
 type APIBrownout struct{ on atomic.Bool }
 
 // Set turns the brownout on or off.
@@ -34,7 +37,7 @@ type brownoutTransport struct {
 }
 
 func (t brownoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.brownout.On() {
+	if t.brownout.On() && !(req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/resourceclaims/")) {
 		return nil, fmt.Errorf("API server unreachable (test driver brownout): %s %s not sent", req.Method, req.URL.Path)
 	}
 	return t.next.RoundTrip(req)

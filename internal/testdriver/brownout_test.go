@@ -39,10 +39,17 @@ func TestAPIBrownout(t *testing.T) {
 	if err := get(); err == nil || !strings.Contains(err.Error(), "API server unreachable (test driver brownout): GET /apis/resource.k8s.io/v1/devicetaintrules") || served != 1 {
 		t.Errorf("during the brownout: %v, %d served; want the brownout's error, nothing sent", err, served)
 	}
+	// The claims that prepare calls need still come through.
+	resp, err := client.Get(api.URL + "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/claim")
+	if err != nil || served != 2 {
+		t.Errorf("a claim's read during the brownout: %v, %d served", err, served)
+	} else {
+		_ = resp.Body.Close()
+	}
 	if err := driver.SetBrownout(t.Context(), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := get(); err != nil || served != 2 {
+	if err := get(); err != nil || served != 3 {
 		t.Errorf("after the brownout: %v, %d served", err, served)
 	}
 

@@ -32,7 +32,7 @@ const maxBehaviorBody = 2 * MaxMessageBytes
 //	DELETE /behavior?namespace=NS    204, removes the override of namespace NS
 //	POST   /republish                204, publishes the ResourceSlices again now (see
 //	                                 Driver.Republish); 503 before the driver publishes
-//	POST   /brownout                 204, the driver's requests to the API server fail from now
+//	POST   /brownout                 204, the driver's requests to the API server (but claim reads) fail from now
 //	                                 on (Config.APIBrownout); 404 without one
 //	DELETE /brownout                 204, they reach it again
 //	GET    /metrics                  the metrics in legacyregistry, among them failfastplugin's
