@@ -38,8 +38,28 @@ if [ "${1:-}" = --check ]; then
   "${helm}" lint --strict "${CHART}" --kube-version "${RENDER_KUBE_VERSION}" > /dev/null || die "helm lint ${CHART} failed"
   "${helm}" template gpu-driver "${CHART}" --namespace gpu-driver --kube-version "${RENDER_KUBE_VERSION}" \
     --set webhook.certificates.source=chart > /dev/null || die "${CHART} does not render with its own certificate"
+  # What the chart must do for any release name and replica count, and refuse.
+  other=$("${helm}" template other-release "${CHART}" --namespace other --kube-version "${RENDER_KUBE_VERSION}" \
+    --set webhook.certificates.source=chart --set webhook.replicas=1) || die "${CHART} does not render for release other-release"
+  grep -A12 'podAntiAffinity:' <<<"${other}" | grep -q 'app.kubernetes.io/instance: other-release' ||
+    die "${CHART}: the webhook's anti-affinity does not select the release's own pods (release other-release)"
+  grep -A12 'kind: PodDisruptionBudget' <<<"${other}" | grep -q 'maxUnavailable: 1' ||
+    die "${CHART}: the webhook's PodDisruptionBudget is not maxUnavailable 1 (with one replica, minAvailable 1 blocks drains)"
+  ! grep -q '^  minAvailable:' <<<"${other}" || die "${CHART}: a PodDisruptionBudget with minAvailable"
+  ! grep -q 'kind: NetworkPolicy' <<<"${other}" || die "${CHART}: a NetworkPolicy by default (it needs the operator's CIDRs)"
+  if "${helm}" template x "${CHART}" --set webhook.networkPolicy.enabled=true > /dev/null 2>&1; then
+    die "${CHART}: renders a NetworkPolicy without webhook.networkPolicy.apiServerCIDRs"
+  fi
+  policy=$("${helm}" template x "${CHART}" --set webhook.networkPolicy.enabled=true \
+    --set 'webhook.networkPolicy.apiServerCIDRs={172.18.0.0/16,fc00:f853:ccd:e793::/64}') ||
+    die "${CHART}: does not render a NetworkPolicy with CIDRs"
+  grep -A30 'kind: NetworkPolicy' <<<"${policy}" | grep -q 'cidr: fc00:f853:ccd:e793::/64' ||
+    die "${CHART}: the NetworkPolicy does not admit the CIDRs given"
+  if "${helm}" template x "${CHART}" --set webhook.replica=3 > /dev/null 2>&1; then
+    die "${CHART}: values.schema.json admits a misspelt value (webhook.replica)"
+  fi
   diff -u "${MANIFESTS}" <(render) || die "${MANIFESTS} is not the chart's render: run hack/update-manifests.sh"
-  log "update-manifests --check: ${CHART} lints, renders both ways, and ${MANIFESTS} is its render"
+  log "update-manifests --check: ${CHART} lints, renders both ways and for another release with one replica, refuses a NetworkPolicy without CIDRs and misspelt values, and ${MANIFESTS} is its render"
   exit 0
 fi
 render > "${MANIFESTS}"
