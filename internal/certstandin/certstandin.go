@@ -439,6 +439,22 @@ func SignedBy(dnsNames []string, caCertPEM, caKeyPEM []byte, now time.Time, life
 	if err != nil {
 		return nil, nil, fmt.Errorf("parsing the CA's key: %w", err)
 	}
+	return newCertificate(dnsNames, now, lifetime, caCert, caKey)
+}
+
+// SelfSigned returns a PEM certificate and PKCS#8 PEM key: ECDSA P-256, self-signed, valid from
+// now for lifetime, for dnsNames (the first is also the subject's common name), usable for TLS
+// serving and as its own CA.
+func SelfSigned(dnsNames []string, now time.Time, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
+	if len(dnsNames) == 0 {
+		return nil, nil, errors.New("no DNS names")
+	}
+	return newCertificate(dnsNames, now, lifetime, nil, nil)
+}
+
+// newCertificate makes a key and a certificate for dnsNames, valid from now for lifetime, signed by parent
+// with parentKey; nil parent: self-signed, and a CA.
+func newCertificate(dnsNames []string, now time.Time, lifetime time.Duration, parent *x509.Certificate, parentKey any) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating key: %w", err)
@@ -457,44 +473,12 @@ func SignedBy(dnsNames []string, caCertPEM, caKeyPEM []byte, now time.Time, life
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating certificate: %w", err)
+	if parent == nil {
+		template.IsCA = true
+		template.KeyUsage |= x509.KeyUsageCertSign
+		parent, parentKey = template, key
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-// SelfSigned returns a PEM certificate and PKCS#8 PEM key: ECDSA P-256, self-signed, valid from
-// now for lifetime, for dnsNames (the first is also the subject's common name), usable for TLS
-// serving and as its own CA.
-func SelfSigned(dnsNames []string, now time.Time, lifetime time.Duration) (certPEM, keyPEM []byte, err error) {
-	if len(dnsNames) == 0 {
-		return nil, nil, errors.New("no DNS names")
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating key: %w", err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating serial number: %w", err)
-	}
-	template := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:              dnsNames,
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(lifetime),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, template, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating certificate: %w", err)
 	}

@@ -101,10 +101,15 @@ func pools(devicesPerPool map[string]int) resourceslice.DriverResources {
 // reason.
 func taintFailures(t *testing.T, driverName string) map[string]float64 {
 	t.Helper()
-	values, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, failfastplugin.DeviceTaintFailuresMetric,
-		map[string]string{"driver_name": driverName}, "reason")
+	return counterValues(t, failfastplugin.DeviceTaintFailuresMetric, driverName, "reason")
+}
+
+// counterValues returns the values of the counter metric of driverName in
+// legacyregistry, by label (none counted yet: empty).
+func counterValues(t *testing.T, metric, driverName, label string) map[string]float64 {
+	t.Helper()
+	values, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, metric, map[string]string{"driver_name": driverName}, label)
 	if err != nil {
-		// Nothing counted yet.
 		return map[string]float64{}
 	}
 	return values

@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin"
 	"github.com/dra-failfast/dra-failfast/pkg/failfastplugin/failfastplugintest"
@@ -52,12 +50,7 @@ func retryFaults(t *testing.T, client *failfastplugintest.Clientset, driverName 
 
 func retries(t *testing.T, driverName string) map[string]float64 {
 	t.Helper()
-	values, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, failfastplugin.DeviceTaintRetriesMetric,
-		map[string]string{"driver_name": driverName}, "result")
-	if err != nil {
-		return map[string]float64{}
-	}
-	return values
+	return counterValues(t, failfastplugin.DeviceTaintRetriesMetric, driverName, "result")
 }
 
 // waitForRule waits until device has a rule in the API, and returns it.
