@@ -401,9 +401,13 @@ func TestClusterConfigOfAnotherVersion(t *testing.T) {
 				}
 				cmd := exec.CommandContext(t.Context(), "bash", script)
 				cmd.Env = append(os.Environ(), "KUBE_VERSION="+version, "OUTPUT_DIR="+dir, "KIND_CONFIG="+config)
-				out, err := cmd.CombinedOutput()
+				// The path is on stdout; stderr has logs, and on a cold machine the go
+				// command's toolchain download for a 1.38 tree ("go: downloading go1.27.3").
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
 				if err != nil {
-					t.Fatalf("kind_cluster_config: %v\n%s", err, out)
+					t.Fatalf("kind_cluster_config: %v\n%s%s", err, out, stderr.String())
 				}
 				path := strings.TrimSpace(string(out))
 				if !strings.HasPrefix(path, dir) {
