@@ -28,7 +28,8 @@ render() {
     "# cert-manager (install cert-manager first). Without cert-manager, install the chart instead: it then" \
     "# makes the certificate itself (docs/driver-authors.md, \"Deploying the example driver\")."
   "${helm}" template gpu-driver "${CHART}" --namespace gpu-driver --kube-version "${RENDER_KUBE_VERSION}" \
-    --api-versions cert-manager.io/v1 --set createNamespace=true --set webhook.certificates.source=cert-manager
+    --api-versions cert-manager.io/v1 --set createNamespace=true --set webhook.certificates.source=cert-manager \
+    --set image.tag=v1 # the tag hack/kind-deploy-driver.sh builds; the chart defaults to appVersion
 }
 
 if [ "${1:-}" = --check ]; then
