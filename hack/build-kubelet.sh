@@ -14,7 +14,7 @@
 # upstream's own go.work instead. With --race, builds the patched kubelet with the Go race detector
 # as _output/bin/kubelet-race (for make test-e2e-race). With --series, builds
 # _output/bin/kubelet-series (version SERIES_VERSION) from the upstream-shaped series' tree
-# (_output/tree/upstream = pristine + upstream/patches/, nothing of this repository in its
+# (_output/tree/<SERIES_KUBE_VERSION>/upstream = pristine + upstream/patches/, nothing of this repository in its
 # workspace), for make test-series. A rerun with nothing changed takes seconds.
 #
 # Usage: hack/build-kubelet.sh [--stock | --race | --series]

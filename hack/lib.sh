@@ -15,6 +15,16 @@ DEFAULT_KUBE_VERSION=v1.37.2
 # newest patch of each minor the fork supports. The series is written against the default; on the
 # others it is ported (hack/tree.sh, ensure_patched; docs/versions.md).
 SUPPORTED_KUBE_VERSIONS=(v1.37.2 v1.38.0-beta.0 v1.36.3 v1.35.4)
+# The version the upstream-shaped KEP-5322 series (upstream/patches/) is written against: the
+# newest tree the Go module proxy serves, where a pull request would land (upstream/README.md).
+# Its scripts (SERIES=upstream: hack/upstream.sh, hack/build-kubelet.sh --series, make
+# test-series) run on it; the fork's run on KUBE_VERSION.
+SERIES_KUBE_VERSION=v1.38.0-beta.0
+if [ "${SERIES:-}" = upstream ]; then
+  KUBE_VERSION=${KUBE_VERSION:-${SERIES_KUBE_VERSION}}
+  [ "${KUBE_VERSION}" = "${SERIES_KUBE_VERSION}" ] ||
+    { printf 'ERROR: KUBE_VERSION=%s: the upstream-shaped series is written against %s only (upstream/README.md)\n' "${KUBE_VERSION}" "${SERIES_KUBE_VERSION}" >&2; exit 1; }
+fi
 KUBE_VERSION=${KUBE_VERSION:-${DEFAULT_KUBE_VERSION}}
 supported=" ${SUPPORTED_KUBE_VERSIONS[*]} "
 [[ "${supported}" == *" ${KUBE_VERSION} "* ]] ||
@@ -26,7 +36,8 @@ unset supported
 PORTABLE_SCRIPTS=(build-kubelet.sh verify-patches.sh test-upstream.sh test-versions.sh
   build-cluster-binaries.sh build.sh demo.sh kind-image.sh kind-up.sh kind-down.sh kind-demo.sh
   kind-deploy-driver.sh engine.sh release.sh verify-release.sh test-upstream-e2e.sh bench.sh)
-if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]]; then
+if [ "${KUBE_VERSION}" != "${DEFAULT_KUBE_VERSION}" ] && [[ " ${PORTABLE_SCRIPTS[*]} " != *" $(basename "$0") "* ]] &&
+  ! { [ "${SERIES:-}" = upstream ] || [ "$(basename "$0")" = test-series.sh ]; }; then
   printf 'ERROR: KUBE_VERSION=%s: %s runs on %s only; on %s: make kubelet, demo, kind-demo, release, bench, test-versions (docs/versions.md)\n' \
     "${KUBE_VERSION}" "hack/$(basename "$0")" "${DEFAULT_KUBE_VERSION}" "${KUBE_VERSION}" >&2
   exit 1

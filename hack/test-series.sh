@@ -18,19 +18,21 @@
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}" || exit 1
+# Both kubelets of the series' version (SERIES_KUBE_VERSION), on a control plane of that version.
+[ "${KUBE_VERSION}" = "${SERIES_KUBE_VERSION}" ] || KUBE_VERSION=${SERIES_KUBE_VERSION} exec "$0" "$@"
 
 [ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
 hack/build.sh
 hack/build-kubelet.sh --series
 rc=0
-e2e_summary=$(e2e_suite_with _output/bin/kubelet-series "${OUTPUT_DIR}/test/e2e-series.log") || rc=$?
+e2e_summary=$(e2e_suite_with "${VERSION_BIN_DIR}/kubelet-series" "${OUTPUT_DIR}/test/e2e-series.log") || rc=$?
 echo "${e2e_summary}"
 
 bench_dir="${OUTPUT_DIR}/bench/series-$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "${bench_dir}"
 for kubelet in fork series; do
-  binary=_output/bin/kubelet
-  [ "${kubelet}" = fork ] || binary=_output/bin/kubelet-series
+  binary=${VERSION_BIN_DIR}/kubelet
+  [ "${kubelet}" = fork ] || binary=${VERSION_BIN_DIR}/kubelet-series
   timed "benchmark, failing path, ${kubelet} kubelet" \
     "${OUTPUT_DIR}/bin/dra-failfast-bench" -mode failing -fork-kubelet "${binary}" -out "${bench_dir}/${kubelet}" \
     > "${bench_dir}/${kubelet}.log" 2>&1 || { rc=1; tail -20 "${bench_dir}/${kubelet}.log"; }

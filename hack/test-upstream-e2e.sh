@@ -44,13 +44,13 @@ fi
 
 E2E_BIN_DIR="${OUTPUT_DIR}/upstream-e2e/bin"
 runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on,series-gate-off,series-gate-on}
-if ${ported}; then
+! ${ported} || E2E_BIN_DIR+="/${KUBE_VERSION}"
+if [ "${KUBE_VERSION}" != "${SERIES_KUBE_VERSION}" ]; then
   # The upstream-shaped series is written against one version (upstream/README.md); on the others
   # the stock kubelet and the fork's, with that version's own specs.
-  E2E_BIN_DIR+="/${KUBE_VERSION}"
   runs=${UPSTREAM_E2E_RUNS:-stock,fork-gate-off,fork-gate-on}
   [[ ",${runs}," != *,series-* ]] ||
-    die "UPSTREAM_E2E_RUNS=${runs}: the upstream-shaped series' runs need the default KUBE_VERSION (${DEFAULT_KUBE_VERSION})"
+    die "UPSTREAM_E2E_RUNS=${runs}: the upstream-shaped series' runs need KUBE_VERSION=${SERIES_KUBE_VERSION}, the series' version"
 fi
 mkdir -p "${E2E_BIN_DIR}"
 with_tree_lock ensure_pristine

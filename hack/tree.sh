@@ -26,7 +26,7 @@ PRISTINE_TREE="${TREE_DIR}/pristine"
 # SERIES picks the patch series the scripts work on: "fork" (the default) is staging-patches/, the
 # fork's kubelet, built with this repository in its workspace; "upstream" is upstream/patches/,
 # KEP-5322 in upstream's own shape, built with nothing but the tree (upstream/README.md). The
-# patched tree of each lives apart: SERIES=upstream hack/update-patches.sh exports _output/tree/upstream.
+# patched tree of each lives apart: SERIES=upstream hack/update-patches.sh exports _output/tree/<SERIES_KUBE_VERSION>/upstream.
 # TREE_MAKER is the command that makes (or updates) the series' patched tree.
 case "${SERIES:=fork}" in
   fork) PATCHED_TREE="${TREE_DIR}/patched" default_patches_dir=${REPO_ROOT}/staging-patches TREE_MAKER=hack/build-kubelet.sh ;;
@@ -34,6 +34,11 @@ case "${SERIES:=fork}" in
   *) die "SERIES=${SERIES}: want fork or upstream" ;;
 esac
 PATCHED_WORK="${PATCHED_TREE}.work"
+# The number of the series' first patch: the upstream-shaped series starts with 0000, the one-line
+# stand-in for master's own DefaultKubeBinaryVersion bump that is part of no pull request
+# (upstream/README.md), so that 0001 is the first patch of the KEP's.
+SERIES_START_NUMBER=1
+[ "${SERIES}" != upstream ] || SERIES_START_NUMBER=0
 PATCHES_DIR=${PATCHES_DIR:-${default_patches_dir}}
 # Likewise, binaries built from another version's trees go to _output/bin/<version> (lib.sh).
 BIN_DIR=${VERSION_BIN_DIR}
@@ -128,7 +133,8 @@ PORTS_DIR=${PORTS_DIR:-${PATCHES_DIR}/ports}
 KUBE_MINOR=$(cut -d. -f1-2 <<< "${KUBE_VERSION}")
 DEFAULT_PRISTINE_TREE="${OUTPUT_DIR}/tree/pristine"
 ported=false
-[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || ported=true
+# The upstream-shaped series is written against its own version (SERIES_KUBE_VERSION, lib.sh).
+[ "${KUBE_VERSION}" = "${DEFAULT_KUBE_VERSION}" ] || [ "${SERIES}" = upstream ] || ported=true
 
 # The upstream packages the series touches, whose own unit tests must still pass in the patched tree
 # (hack/test-upstream.sh) and which must compile with their tests there (hack/verify-patches.sh

@@ -58,7 +58,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
 if [ "${count}" -gt 0 ]; then
   tree_git "${tree}" format-patch -q --no-signature --zero-commit -N --full-index \
-    --diff-algorithm=myers --no-color -o "${tmp}" "${UPSTREAM_TAG}..HEAD" >/dev/null
+    --diff-algorithm=myers --no-color --start-number "${SERIES_START_NUMBER}" -o "${tmp}" "${UPSTREAM_TAG}..HEAD" >/dev/null
 fi
 for patch in "${tmp}"/*.patch; do
   [ -e "${patch}" ] || continue

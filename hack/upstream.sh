@@ -3,18 +3,18 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # The upstream-shaped KEP-5322 series (upstream/patches/, see upstream/README.md): patches against
-# k8s.io/kubernetes KUBE_VERSION in the shape kubernetes/kubernetes reviews, built and tested with
+# k8s.io/kubernetes SERIES_KUBE_VERSION (hack/lib.sh) in the shape kubernetes/kubernetes reviews, built and tested with
 # nothing of this repository in their workspace.
 #
 # Usage: hack/upstream.sh COMMAND [--quick]
-#   tree     makes _output/tree/upstream = the pristine tree + upstream/patches, one commit each,
+#   tree     makes _output/tree/<SERIES_KUBE_VERSION>/upstream = the pristine tree + upstream/patches, one commit each,
 #            to edit (as hack/update-patches.sh describes for the fork's series)
-#   codegen  regenerates, in _output/tree/upstream, what upstream's hack/update-codegen.sh
+#   codegen  regenerates, in _output/tree/<SERIES_KUBE_VERSION>/upstream, what upstream's hack/update-codegen.sh
 #            protobindings and conversions generate for the kubelet's gRPC APIs; commit the result
 #            with the change to the .proto
 #   export   writes the tree's commits to upstream/patches/ (SERIES=upstream hack/update-patches.sh)
 #   library  the driver library (pkg/failfastplugin) vetted and tested against the series'
-#            kubeletplugin in _output/tree/upstream, with the build tag that makes its Permanent
+#            kubeletplugin in _output/tree/<SERIES_KUBE_VERSION>/upstream, with the build tag that makes its Permanent
 #            mark KEP-5322's ErrPermanent (verify runs it too)
 #   verify   on a scratch copy of the pristine tree: the generators reproduce KUBE_VERSION's own
 #            generated code byte for byte; the series applies; its generated code is what the
@@ -249,7 +249,7 @@ verify() {
   log "building ./cmd/kubelet in the series' tree"
   (cd "${tree}" && GOWORK="${work}" go build -o /dev/null ./cmd/kubelet) || die "./cmd/kubelet does not build with the series"
   for script in "${UPSTREAM_VERIFY_SCRIPTS[@]}"; do
-    (cd "${tree}" && GOWORK="${work}" GOTOOLCHAIN=local bash "hack/${script}") || die "upstream's hack/${script} failed on the series"
+    (cd "${tree}" && GOWORK="${work}" GOTOOLCHAIN=$(kube_toolchain "${KUBE_VERSION}") bash "hack/${script}") || die "upstream's hack/${script} failed on the series"
     log "upstream's hack/${script}: ok"
   done
   # The checks of two more of upstream's verify scripts, on the changed packages (test/ included):

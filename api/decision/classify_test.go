@@ -32,7 +32,7 @@ type outcome struct {
 }
 
 func TestClassify(t *testing.T) {
-	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_Permanent, v1alpha.NodePrepareResourceResponseErrorType_Unknown
+	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT, v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 	cases := map[string]struct {
 		disabled bool
 		sent     []string

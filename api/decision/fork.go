@@ -37,5 +37,5 @@ func permanentMark(resp *drapbv1.NodePrepareResourceResponse) (permanent bool, n
 	case err != nil:
 		return false, DowngradeMalformedErrorType
 	}
-	return errorType == v1alpha.NodePrepareResourceResponseErrorType_Permanent, ""
+	return errorType == v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT, ""
 }

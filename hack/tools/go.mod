@@ -9,7 +9,7 @@ go 1.26.0
 require (
 	github.com/bufbuild/protocompile v0.14.1
 	golang.org/x/tools v0.26.0
-	google.golang.org/protobuf v1.36.11
+	google.golang.org/protobuf v1.36.12
 )
 
 require (

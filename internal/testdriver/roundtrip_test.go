@@ -131,9 +131,9 @@ func TestRoundTrip(t *testing.T) {
 		} else if !strings.Contains(res.Error, want.errContains) {
 			t.Errorf("%s: error %q, want %q", name, res.Error, want.errContains)
 		}
-		wantType := v1alpha.NodePrepareResourceResponseErrorType_Unknown
+		wantType := v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 		if want.permanent {
-			wantType = v1alpha.NodePrepareResourceResponseErrorType_Permanent
+			wantType = v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT
 		}
 		if got := v1alpha.GetErrorType(res); got != wantType {
 			t.Errorf("%s: error_type = %v, want %v", name, got, wantType)
@@ -162,7 +162,7 @@ func TestRoundTrip(t *testing.T) {
 	// Transient: two failures, then success; nothing permanent on the way.
 	for call := 2; call <= 3; call++ {
 		res := prepare("transient")["transient"]
-		if (res.Error != "") != (call == 2) || v1alpha.GetErrorType(res) != v1alpha.NodePrepareResourceResponseErrorType_Unknown {
+		if (res.Error != "") != (call == 2) || v1alpha.GetErrorType(res) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 			t.Errorf("transient call %d: error %q, error_type %v", call, res.Error, v1alpha.GetErrorType(res))
 		}
 	}

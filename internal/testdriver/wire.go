@@ -154,7 +154,7 @@ func rewriteClaims[R proto.Message](logger klog.Logger, claims map[string]R, uid
 		}
 		extra := newResult(action.text)
 		unknown := protowire.AppendTag(nil, v1alpha.ErrorTypeFieldNumber, protowire.VarintType)
-		unknown = protowire.AppendVarint(unknown, uint64(v1alpha.NodePrepareResourceResponseErrorType_Permanent))
+		unknown = protowire.AppendVarint(unknown, uint64(v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT))
 		extra.ProtoReflect().SetUnknown(unknown)
 		claims[action.spec.ExtraClaimUID] = extra
 		logger.Info("Wire: added a result for a claim that was not sent", "claimUID", uid, "extraClaimUID", action.spec.ExtraClaimUID)

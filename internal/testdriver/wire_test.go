@@ -96,23 +96,23 @@ func TestWireRoundTrip(t *testing.T) {
 		"permanent without wire": {
 			fields:      `"prepare":"Permanent","message":"m"`,
 			wantUnknown: []byte{0x18, 0x01},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 			wantError:   "claim ns/c0: m",
 		},
 		"transient without wire": {
 			fields:    `"prepare":"Transient"`,
-			wantType:  v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType:  v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 			wantError: "claim ns/c0: injected transient failure (failure ",
 		},
 		"errorType Permanent on a transient failure": {
 			fields:      `"prepare":"Transient","wire":{"errorType":1}`,
 			wantUnknown: []byte{0x18, 0x01},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 		},
 		"errorType 0 sent explicitly": {
 			fields:      `"prepare":"Permanent","wire":{"errorType":0}`,
 			wantUnknown: []byte{0x18, 0x00},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 		},
 		"errorType unknown value": {
 			fields:      `"prepare":"Permanent","wire":{"errorType":7}`,
@@ -128,32 +128,32 @@ func TestWireRoundTrip(t *testing.T) {
 		"errorType beyond int32": {
 			fields:      `"prepare":"Permanent","wire":{"errorType":4294967297}`,
 			wantUnknown: []byte{0x18, 0x81, 0x80, 0x80, 0x80, 0x10},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 		},
 		"errorTypeAbsent": {
 			fields:   `"prepare":"Permanent","wire":{"errorTypeAbsent":true}`,
-			wantType: v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType: v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 		},
 		"rawFields after field 3: twice, the last one wins": {
 			fields:      `"prepare":"Permanent","wire":{"rawFields":"GAA="}`,
 			wantUnknown: []byte{0x18, 0x01, 0x18, 0x00},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 		},
 		"rawFields with another unknown field": {
 			fields:      `"prepare":"Permanent","wire":{"rawFields":"IAU="}`,
 			wantUnknown: []byte{0x18, 0x01, 0x20, 0x05},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 		},
 		// A field 3 of another wire type is not error_type (protobuf's rule).
 		"rawFields wrong wire type": {
 			fields:      `"prepare":"Permanent","wire":{"errorTypeAbsent":true,"rawFields":"GgEB"}`,
 			wantUnknown: []byte{0x1a, 0x01, 0x01},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 		},
 		"rawFields with a wrong wire type for field 3": {
 			fields:      `"prepare":"Permanent","wire":{"errorTypeAbsent":true,"rawFields":"HQEAAAA="}`,
 			wantUnknown: []byte{0x1d, 0x01, 0x00, 0x00, 0x00},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Unknown,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN,
 		},
 		// Bytes that do not parse as protobuf fields make the whole answer
 		// undecodable for the client: the call fails, whatever field 3 says.
@@ -168,7 +168,7 @@ func TestWireRoundTrip(t *testing.T) {
 		"errorType then rawFields: the last one wins": {
 			fields:      `"prepare":"Transient","wire":{"errorType":2,"rawFields":"GAE="}`,
 			wantUnknown: []byte{0x18, 0x02, 0x18, 0x01},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 		},
 		"omitClaim": {
 			fields:      `"prepare":"Permanent","wire":{"omitClaim":true}`,
@@ -177,7 +177,7 @@ func TestWireRoundTrip(t *testing.T) {
 		"extraClaimUID": {
 			fields:      `"prepare":"Permanent","message":"m","wire":{"extraClaimUID":"ghost"}`,
 			wantUnknown: []byte{0x18, 0x01},
-			wantType:    v1alpha.NodePrepareResourceResponseErrorType_Permanent,
+			wantType:    v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT,
 			wantExtra:   "ghost",
 			wantError:   "claim ns/c0: m",
 		},
@@ -235,7 +235,7 @@ func TestWireRoundTrip(t *testing.T) {
 				}
 				if tc.wantExtra != "" {
 					extra := resp.Claims[tc.wantExtra]
-					if extra == nil || !strings.HasPrefix(extra.Error, "claim ns/c0: ") || v1alpha.GetErrorType(extra) != v1alpha.NodePrepareResourceResponseErrorType_Permanent ||
+					if extra == nil || !strings.HasPrefix(extra.Error, "claim ns/c0: ") || v1alpha.GetErrorType(extra) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT ||
 						!bytes.Equal(extra.ProtoReflect().GetUnknown(), []byte{0x18, 0x01}) {
 						t.Errorf("call %d: extra result = %v", call, extra)
 					}
@@ -303,7 +303,7 @@ func TestWireOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v1alpha.GetErrorType(resp.Claims[string(claim.UID)]); got != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+	if got := v1alpha.GetErrorType(resp.Claims[string(claim.UID)]); got != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 		t.Errorf("error_type = %v, want Permanent from the override", got)
 	}
 }
@@ -336,7 +336,7 @@ func TestGRPCAPI(t *testing.T) {
 			req := prepareRequest(permanent, forced)
 			v1Resp, v1Err := drapbv1.NewDRAPluginClient(conn).NodePrepareResources(t.Context(), req)
 			if slices.Contains(tc, drapbv1.DRAPluginService) {
-				if v1Err != nil || v1alpha.GetErrorType(v1Resp.Claims[string(permanent.UID)]) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+				if v1Err != nil || v1alpha.GetErrorType(v1Resp.Claims[string(permanent.UID)]) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 					t.Errorf("v1: %v, %v; want Permanent", v1Resp, v1Err)
 				}
 			} else if status.Code(v1Err) != codes.Unimplemented {
@@ -365,7 +365,7 @@ func TestGRPCAPI(t *testing.T) {
 					t.Errorf("v1beta1 %s: unknown fields on the wire % x, want % x", claim.Name, got, want)
 				}
 				result := kubeletResp.Claims[string(claim.UID)]
-				if errorType, err := v1alpha.DecodeErrorType(result); result.GetError() == "" || errorType != v1alpha.NodePrepareResourceResponseErrorType_Unknown || err != nil {
+				if errorType, err := v1alpha.DecodeErrorType(result); result.GetError() == "" || errorType != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN || err != nil {
 					t.Errorf("v1beta1 %s as the kubelet sees it: %v, error_type %v, %v; want an error without error_type", claim.Name, result, errorType, err)
 				}
 			}

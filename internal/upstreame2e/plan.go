@@ -151,9 +151,10 @@ var gateOn, gateOff = true, false
 // SeriesSpecs are the series' node e2e specs; TestSeriesSpecsMatchPatch keeps the list equal
 // to the It calls 0005 adds.
 var SeriesSpecs = []SeriesSpec{
-	{"must fail pod if NodePrepareResources fails permanently", &gateOn},
 	{"must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds", nil},
 	{"must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled", &gateOff},
+	// In the context "Permanent driver failures", gated as a whole.
+	{"must fail pod if NodePrepareResources fails permanently", &gateOn},
 	{"must fail pod only after NodeUnprepareResources succeeds if NodePrepareResources fails permanently", &gateOn},
 	{"must unprepare the claims of a pod failed permanently with another instance of the plugin", &gateOn},
 	{"must unprepare the claims of many pods failed permanently", &gateOn},

@@ -171,8 +171,9 @@ func run(name string, states map[string]State) Run {
 // Full names of series specs as Ginkgo reports them (containers, leaf, labels).
 const (
 	seriesPrefix  = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Resource Kubelet Plugin "
-	permanentSpec = seriesPrefix + "must fail pod if NodePrepareResources fails permanently [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha]"
-	restartSpec   = seriesPrefix + "must fail pod if NodePrepareResources fails permanently after Kubelet restart [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha]"
+	gatedPrefix   = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Permanent driver failures [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha] [Feature:OffByDefault] [Serial] "
+	permanentSpec = gatedPrefix + "must fail pod if NodePrepareResources fails permanently"
+	restartSpec   = gatedPrefix + "must fail pod if NodePrepareResources fails permanently after Kubelet restart"
 	disabledSpec  = seriesPrefix + "must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled"
 	untypedSpec   = seriesPrefix + "must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds"
 )
@@ -199,7 +200,7 @@ func TestSplitSeriesSpecs(t *testing.T) {
 		t.Errorf("seriesSpec(%q) = %q", restartSpec, s.Text)
 	}
 	missing := missingSeriesSpecs(own)
-	if len(missing) != len(SeriesSpecs)-2 || slices.Contains(missing, SeriesSpecs[0].Text) {
+	if len(missing) != len(SeriesSpecs)-2 || slices.Contains(missing, SeriesSpecs[2].Text) {
 		t.Errorf("missing %q, want every series spec but the two given", missing)
 	}
 	if !skippedByGate(disabledSpec, "DRAHandlePermanentDriverFailures=true") || skippedByGate(disabledSpec, "DRAHandlePermanentDriverFailures=false") ||
@@ -219,17 +220,24 @@ func TestSeriesSpecsMatchPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added := regexp.MustCompile(`(?m)^\+[ \t]*(?:f|ginkgo)\.It\("([^"]+)",(.*)$`).FindAllStringSubmatch(string(data), -1)
+	added := regexp.MustCompile(`(?m)^\+[ \t]*(?:f|ginkgo)\.It\("([^"]+)",(.*)$`).FindAllStringSubmatchIndex(string(data), -1)
 	if len(added) != len(SeriesSpecs) {
 		t.Fatalf("%s adds %d specs, SeriesSpecs lists %d", patches[0], len(added), len(SeriesSpecs))
 	}
-	for i, m := range added {
+	// The gate-on specs are those of the context that carries the gate's label (after it in the
+	// patch: the context is added below the file's other specs).
+	gatedContext := regexp.MustCompile(`(?m)^\+\tf\.Context\("[^"]+", framework\.WithFeatureGate\(features\.DRAHandlePermanentDriverFailures\), f\.WithSerial\(\), func\(\) \{$`).FindIndex(data)
+	if gatedContext == nil {
+		t.Fatalf("%s adds no context labelled with the gate", patches[0])
+	}
+	for i, at := range added {
+		m := []string{"", string(data[at[2]:at[3]]), string(data[at[4]:at[5]])}
 		want := SeriesSpecs[i]
 		if m[1] != want.Text {
 			t.Errorf("spec %d: the patch has %q, SeriesSpecs %q", i, m[1], want.Text)
 		}
-		// A gate-on spec carries the gate's label; the gate-off one says "disabled".
-		gateOnLabel := strings.Contains(m[2], "WithFeatureGate(features.DRAHandlePermanentDriverFailures)")
+		// A gate-on spec is in the gated context; the gate-off one says "disabled".
+		gateOnLabel := at[0] > gatedContext[0]
 		switch {
 		case want.Gate == nil && (gateOnLabel || strings.Contains(m[1], "disabled")),
 			want.Gate != nil && *want.Gate != gateOnLabel,

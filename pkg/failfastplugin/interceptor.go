@@ -45,7 +45,7 @@ func UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServer
 			// A permanent mark without an error message would be ignored by
 			// the kubelet anyway; never send it.
 			if claimResult.GetError() != "" && rec.isPermanent(types.UID(uid)) {
-				v1alpha.SetErrorType(claimResult, v1alpha.NodePrepareResourceResponseErrorType_Permanent)
+				v1alpha.SetErrorType(claimResult, v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
 			}
 		}
 	}

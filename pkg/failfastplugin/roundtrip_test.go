@@ -92,7 +92,7 @@ func allocatedClaim(name string) *resourceapi.ResourceClaim {
 func TestRoundTrip(t *testing.T) {
 	_, resp := prepareThrough(t, failfastplugin.Start)
 
-	wantWire := map[string]v1alpha.NodePrepareResourceResponseErrorType{"uid-ok": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-transient": v1alpha.NodePrepareResourceResponseErrorType_Unknown, "uid-permanent": v1alpha.NodePrepareResourceResponseErrorType_Permanent}
+	wantWire := map[string]v1alpha.NodePrepareResourceResponseErrorType{"uid-ok": v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, "uid-transient": v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, "uid-permanent": v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT}
 	for uid, want := range wantWire {
 		if got := v1alpha.GetErrorType(resp.Claims[uid]); got != want {
 			t.Errorf("error_type of %s = %v, want %v", uid, got, want)
@@ -168,7 +168,7 @@ func TestInterceptorOnlyTouchesPrepare(t *testing.T) {
 		if _, err := failfastplugin.UnaryServerInterceptor(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: method}, handler); err != nil {
 			t.Fatal(err)
 		}
-		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.NodePrepareResourceResponseErrorType_Unknown {
+		if got := v1alpha.GetErrorType(resp.Claims["u"]); got != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 			t.Errorf("%s: error_type = %v without a permanent mark", method, got)
 		}
 	}
@@ -224,7 +224,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 		t.Fatalf("NodePrepareResources asking for no taint: %v", err)
 	}
 	if got := resp.Claims[string(claim.UID)]; !strings.Contains(got.GetError(), "device pool/dev-1 not tainted: the caller asked for no taint") ||
-		v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+		v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 		t.Errorf("answer asking for no taint: error %q, error_type %v; want permanent, saying the device was not tainted", got.GetError(), v1alpha.GetErrorType(got))
 	}
 	if inAPI := taintsInAPI(t, client); len(inAPI) != 0 || len(helper.TaintedDevices()) != 0 {
@@ -244,7 +244,7 @@ func TestRoundTripDeviceFault(t *testing.T) {
 	t.Logf("NodePrepareResources with a device fault took %v (publish and wait for the taint)", elapsed)
 
 	got := resp.Claims[string(claim.UID)]
-	if want := "claim broken: pool/dev-1 broken"; got.GetError() != want || v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+	if want := "claim broken: pool/dev-1 broken"; got.GetError() != want || v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 		t.Errorf("answer: error %q, error_type %v; want %q, Permanent", got.GetError(), v1alpha.GetErrorType(got), want)
 	}
 	taints := inAPI[broken]
@@ -406,7 +406,7 @@ func TestDeviceFaultDoesNotHoldTheNode(t *testing.T) {
 		t.Fatalf("the fault's prepare: %v", got.err)
 	}
 	claimResult := got.resp.Claims[sent[0].Uid]
-	if want := "claim broken: pool/dev-1 broken"; claimResult.GetError() != want || v1alpha.GetErrorType(claimResult) != v1alpha.NodePrepareResourceResponseErrorType_Permanent {
+	if want := "claim broken: pool/dev-1 broken"; claimResult.GetError() != want || v1alpha.GetErrorType(claimResult) != v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 		t.Errorf("the fault's answer: error %q, error_type %v; want %q, Permanent", claimResult.GetError(), v1alpha.GetErrorType(claimResult), want)
 	}
 	if !created.Load() || len(taintsInAPI(t, client)[broken]) != 1 {

@@ -53,9 +53,9 @@ func TestUpstreamErrPermanent(t *testing.T) {
 	sent, resp := prepareThrough(t, kubeletplugin.Start)
 	for _, claim := range sent {
 		got := resp.Claims[claim.Uid]
-		want := drapbv1.NodePrepareResourceResponseErrorType_Unknown
+		want := drapbv1.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 		if claim.Name == "permanent" {
-			want = drapbv1.NodePrepareResourceResponseErrorType_Permanent
+			want = drapbv1.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT
 		}
 		if got.GetErrorType() != want || v1alpha.GetErrorType(got) != v1alpha.NodePrepareResourceResponseErrorType(want) {
 			t.Errorf("claim %s: error_type %v (the library reads %v), want %v", claim.Name, got.GetErrorType(), v1alpha.GetErrorType(got), want)

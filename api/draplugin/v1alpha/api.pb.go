@@ -6,9 +6,8 @@
 // A DRA driver tells the kubelet that preparing a ResourceClaim failed
 // permanently by setting field 3 ("error_type") of
 // k8s.io.kubelet.pkg.apis.dra.v1.NodePrepareResourceResponse to
-// NodePrepareResourceResponseErrorType.Permanent. Upstream's v1.37 api.proto
-// does not declare the field yet, so on the wire it is an unknown varint
-// field of that message:
+// ERROR_TYPE_PERMANENT. Upstream's api.proto does not declare the field yet,
+// so on the wire it is an unknown varint field of that message:
 //
 //   message NodePrepareResourceResponse {
 //       repeated Device devices = 1;
@@ -47,28 +46,31 @@ const (
 )
 
 // NodePrepareResourceResponseErrorType classifies a non-empty
-// NodePrepareResourceResponse.error. Name and numbers are those of KEP-5322's
-// final text. (Go: the type ErrorType and its constants ErrorType_Unknown,
-// ErrorType_Permanent remain as deprecated aliases of the first version.)
+// NodePrepareResourceResponse.error. Name, value names and numbers are those
+// of KEP-5322's text (upstream/kep/): upper case with a type prefix, as the
+// kubelet's gRPC APIs write enum values. (Go: the type ErrorType, its constants
+// ErrorType_Unknown and ErrorType_Permanent, and the constants of the review
+// thread's names, NodePrepareResourceResponseErrorType_Unknown and
+// NodePrepareResourceResponseErrorType_Permanent, remain as deprecated aliases.)
 type NodePrepareResourceResponseErrorType int32
 
 const (
-	// Unknown: the driver did not say. The kubelet retries, as it always has.
-	NodePrepareResourceResponseErrorType_Unknown NodePrepareResourceResponseErrorType = 0
-	// Permanent errors are expected to fail consistently for a given request
-	// and should not be retried: the kubelet fails the Pod.
-	NodePrepareResourceResponseErrorType_Permanent NodePrepareResourceResponseErrorType = 1
+	// The driver did not say. The kubelet retries, as it always has.
+	NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN NodePrepareResourceResponseErrorType = 0
+	// Preparing this claim for this pod fails the same way on every attempt:
+	// the kubelet fails the Pod.
+	NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT NodePrepareResourceResponseErrorType = 1
 )
 
 // Enum value maps for NodePrepareResourceResponseErrorType.
 var (
 	NodePrepareResourceResponseErrorType_name = map[int32]string{
-		0: "Unknown",
-		1: "Permanent",
+		0: "ERROR_TYPE_UNKNOWN",
+		1: "ERROR_TYPE_PERMANENT",
 	}
 	NodePrepareResourceResponseErrorType_value = map[string]int32{
-		"Unknown":   0,
-		"Permanent": 1,
+		"ERROR_TYPE_UNKNOWN":   0,
+		"ERROR_TYPE_PERMANENT": 1,
 	}
 )
 
@@ -144,7 +146,7 @@ func (x *NodePrepareResourceResponseExtension) GetErrorType() NodePrepareResourc
 	if x != nil {
 		return x.ErrorType
 	}
-	return NodePrepareResourceResponseErrorType_Unknown
+	return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 }
 
 var File_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto protoreflect.FileDescriptor
@@ -154,10 +156,10 @@ const file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_
 	"Dgithub.com/dra-failfast/dra-failfast/api/draplugin/v1alpha/api.proto\x12\x1edra_failfast.draplugin.v1alpha\"\x8b\x01\n" +
 	"$NodePrepareResourceResponseExtension\x12c\n" +
 	"\n" +
-	"error_type\x18\x03 \x01(\x0e2D.dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorTypeR\terrorType*B\n" +
-	"$NodePrepareResourceResponseErrorType\x12\v\n" +
-	"\aUnknown\x10\x00\x12\r\n" +
-	"\tPermanent\x10\x01B<Z:github.com/dra-failfast/dra-failfast/api/draplugin/v1alphab\x06proto3"
+	"error_type\x18\x03 \x01(\x0e2D.dra_failfast.draplugin.v1alpha.NodePrepareResourceResponseErrorTypeR\terrorType*X\n" +
+	"$NodePrepareResourceResponseErrorType\x12\x16\n" +
+	"\x12ERROR_TYPE_UNKNOWN\x10\x00\x12\x18\n" +
+	"\x14ERROR_TYPE_PERMANENT\x10\x01B<Z:github.com/dra-failfast/dra-failfast/api/draplugin/v1alphab\x06proto3"
 
 var (
 	file_github_com_dra_failfast_dra_failfast_api_draplugin_v1alpha_api_proto_rawDescOnce sync.Once

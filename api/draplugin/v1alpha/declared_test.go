@@ -39,8 +39,8 @@ func declaredResponse(t *testing.T, kind descriptorpb.FieldDescriptorProto_Type)
 			EnumType: []*descriptorpb.EnumDescriptorProto{{
 				Name: proto.String("ErrorType"),
 				Value: []*descriptorpb.EnumValueDescriptorProto{
-					{Name: proto.String("Unknown"), Number: proto.Int32(0)},
-					{Name: proto.String("Permanent"), Number: proto.Int32(1)},
+					{Name: proto.String("ERROR_TYPE_UNKNOWN"), Number: proto.Int32(0)},
+					{Name: proto.String("ERROR_TYPE_PERMANENT"), Number: proto.Int32(1)},
 				},
 			}},
 		}},
@@ -58,11 +58,11 @@ func TestDeclaredErrorType(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			msg := declaredResponse(t, kind)
-			if got, err := decodeMessage(msg); got != NodePrepareResourceResponseErrorType_Unknown || err != nil {
+			if got, err := decodeMessage(msg); got != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN || err != nil {
 				t.Errorf("unset: %v, %v, want Unknown", got, err)
 			}
-			setMessage(msg, NodePrepareResourceResponseErrorType_Permanent)
-			if got, err := decodeMessage(msg); got != NodePrepareResourceResponseErrorType_Permanent || err != nil {
+			setMessage(msg, NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
+			if got, err := decodeMessage(msg); got != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT || err != nil {
 				t.Errorf("after setMessage: %v, %v, want Permanent", got, err)
 			}
 			if len(msg.GetUnknown()) != 0 {
@@ -77,7 +77,7 @@ func TestDeclaredErrorType(t *testing.T) {
 			if err := proto.Unmarshal(wire, &stock); err != nil {
 				t.Fatal(err)
 			}
-			if got := GetErrorType(&stock); got != NodePrepareResourceResponseErrorType_Permanent {
+			if got := GetErrorType(&stock); got != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 				t.Errorf("a stock v1 message reads %v from the declared message's bytes, want Permanent", got)
 			}
 			// And the other way: a stock message's unknown field 3 is the declared field.
@@ -89,14 +89,14 @@ func TestDeclaredErrorType(t *testing.T) {
 			if err := proto.Unmarshal(stockWire, other.Interface()); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := decodeMessage(other); got != NodePrepareResourceResponseErrorType_Permanent || err != nil {
+			if got, err := decodeMessage(other); got != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT || err != nil {
 				t.Errorf("declared message from a stock message's bytes: %v, %v, want Permanent", got, err)
 			}
 			setMessage(msg, NodePrepareResourceResponseErrorType(7))
 			if _, err := decodeMessage(msg); !errors.Is(err, ErrUnknownValue) {
 				t.Errorf("value 7: %v, want ErrUnknownValue", err)
 			}
-			setMessage(msg, NodePrepareResourceResponseErrorType_Unknown)
+			setMessage(msg, NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN)
 			if msg.Has(msg.Descriptor().Fields().ByNumber(ErrorTypeFieldNumber)) {
 				t.Error("Unknown left the field set: proto3 never sends a default")
 			}

@@ -10,8 +10,18 @@ package v1alpha
 type ErrorType = NodePrepareResourceResponseErrorType
 
 const (
-	// Deprecated: use NodePrepareResourceResponseErrorType_Unknown.
-	ErrorType_Unknown = NodePrepareResourceResponseErrorType_Unknown
-	// Deprecated: use NodePrepareResourceResponseErrorType_Permanent.
-	ErrorType_Permanent = NodePrepareResourceResponseErrorType_Permanent
+	// Deprecated: use NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN.
+	ErrorType_Unknown = NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
+	// Deprecated: use NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT.
+	ErrorType_Permanent = NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT
+)
+
+// The value names of KEP-5322's review thread (Unknown, Permanent), renamed to
+// the kubelet APIs' convention before any release of the upstream API; the wire
+// values are unchanged.
+const (
+	// Deprecated: use NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN.
+	NodePrepareResourceResponseErrorType_Unknown = NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
+	// Deprecated: use NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT.
+	NodePrepareResourceResponseErrorType_Permanent = NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT
 )

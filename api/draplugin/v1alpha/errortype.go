@@ -32,7 +32,7 @@ var (
 func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResourceResponseErrorType {
 	errorType, err := DecodeErrorType(resp)
 	if err != nil {
-		return NodePrepareResourceResponseErrorType_Unknown
+		return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 	}
 	return errorType
 }
@@ -54,7 +54,7 @@ func GetErrorType(resp *drapbv1.NodePrepareResourceResponse) NodePrepareResource
 // k8s.io/kubelet reads and writes the same bytes.
 func DecodeErrorType(resp *drapbv1.NodePrepareResourceResponse) (NodePrepareResourceResponseErrorType, error) {
 	if resp == nil {
-		return NodePrepareResourceResponseErrorType_Unknown, nil
+		return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, nil
 	}
 	return decodeMessage(resp.ProtoReflect())
 }
@@ -78,7 +78,7 @@ func decodeMessage(msg protoreflect.Message) (NodePrepareResourceResponseErrorTy
 	fd, err := declaredErrorType(msg)
 	switch {
 	case err != nil:
-		return NodePrepareResourceResponseErrorType_Unknown, err
+		return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, err
 	case fd == nil:
 		return decodeErrorType(msg.GetUnknown())
 	case fd.Kind() == protoreflect.EnumKind:
@@ -91,17 +91,17 @@ func decodeMessage(msg protoreflect.Message) (NodePrepareResourceResponseErrorTy
 func decodeErrorType(unknown []byte) (NodePrepareResourceResponseErrorType, error) {
 	var ext NodePrepareResourceResponseExtension
 	if err := proto.Unmarshal(unknown, &ext); err != nil {
-		return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return checkErrorType(ext.GetErrorType())
 }
 
 func checkErrorType(value NodePrepareResourceResponseErrorType) (NodePrepareResourceResponseErrorType, error) {
 	switch value {
-	case NodePrepareResourceResponseErrorType_Unknown, NodePrepareResourceResponseErrorType_Permanent:
+	case NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT:
 		return value, nil
 	default:
-		return NodePrepareResourceResponseErrorType_Unknown, fmt.Errorf("%w: %d", ErrUnknownValue, int32(value))
+		return NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, fmt.Errorf("%w: %d", ErrUnknownValue, int32(value))
 	}
 }
 
@@ -118,7 +118,7 @@ func setMessage(msg protoreflect.Message, errorType NodePrepareResourceResponseE
 	kept := WithoutField(msg.GetUnknown(), ErrorTypeFieldNumber)
 	if fd, err := declaredErrorType(msg); err == nil && fd != nil {
 		switch {
-		case errorType == NodePrepareResourceResponseErrorType_Unknown:
+		case errorType == NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN:
 			msg.Clear(fd)
 		case fd.Kind() == protoreflect.EnumKind:
 			msg.Set(fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(errorType)))
@@ -128,7 +128,7 @@ func setMessage(msg protoreflect.Message, errorType NodePrepareResourceResponseE
 		msg.SetUnknown(kept)
 		return
 	}
-	if errorType != NodePrepareResourceResponseErrorType_Unknown {
+	if errorType != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 		kept = protowire.AppendTag(kept, ErrorTypeFieldNumber, protowire.VarintType)
 		kept = protowire.AppendVarint(kept, uint64(int64(errorType)))
 	}

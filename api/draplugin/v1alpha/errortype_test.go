@@ -29,22 +29,22 @@ func TestDecodeErrorType(t *testing.T) {
 		wantErr error
 	}{
 		"absent":               {},
-		"permanent":            {unknown: varintField(3, 1), want: NodePrepareResourceResponseErrorType_Permanent},
-		"explicit unknown":     {unknown: varintField(3, 0), want: NodePrepareResourceResponseErrorType_Unknown},
-		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"permanent":            {unknown: varintField(3, 1), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
+		"explicit unknown":     {unknown: varintField(3, 0), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN},
+		"next to other fields": {unknown: append(append([]byte{}, otherField...), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
 		"unknown value 2":      {unknown: varintField(3, 2), wantErr: ErrUnknownValue},
 		"negative value":       {unknown: varintField(3, uint64(0xffffffffffffffff)), wantErr: ErrUnknownValue},
 		// As protobuf reads an int32: truncated to its low 32 bits.
-		"value 2^32+1": {unknown: varintField(3, 1<<32+1), want: NodePrepareResourceResponseErrorType_Permanent},
-		"value 2^33":   {unknown: varintField(3, 1<<33), want: NodePrepareResourceResponseErrorType_Unknown},
+		"value 2^32+1": {unknown: varintField(3, 1<<32+1), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
+		"value 2^33":   {unknown: varintField(3, 1<<33), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN},
 		// As protobuf reads a field that occurs twice: the last one wins.
-		"twice":             {unknown: append(varintField(3, 1), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
-		"Permanent, then 0": {unknown: append(varintField(3, 1), varintField(3, 0)...), want: NodePrepareResourceResponseErrorType_Unknown},
-		"2, then Permanent": {unknown: append(varintField(3, 2), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"twice":             {unknown: append(varintField(3, 1), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
+		"Permanent, then 0": {unknown: append(varintField(3, 1), varintField(3, 0)...), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN},
+		"2, then Permanent": {unknown: append(varintField(3, 2), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
 		"Permanent, then 2": {unknown: append(varintField(3, 1), varintField(3, 2)...), wantErr: ErrUnknownValue},
 		// As protobuf reads a field 3 of another wire type: not error_type.
 		"wrong wire type":                 {unknown: protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01")},
-		"wrong wire type, then Permanent": {unknown: append(protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01"), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_Permanent},
+		"wrong wire type, then Permanent": {unknown: append(protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\x01"), varintField(3, 1)...), want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
 		"truncated varint":                {unknown: []byte{0x18, 0x80}, wantErr: ErrMalformed},
 		"truncated tag":                   {unknown: []byte{0x80}, wantErr: ErrMalformed},
 		"broken other field":              {unknown: []byte{0x3a, 0x05, 'a'}, wantErr: ErrMalformed},
@@ -60,7 +60,7 @@ func TestDecodeErrorType(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("DecodeErrorType = %v, want %v", got, tc.want)
 			}
-			if tc.wantErr != nil && GetErrorType(resp) != NodePrepareResourceResponseErrorType_Unknown {
+			if tc.wantErr != nil && GetErrorType(resp) != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 				t.Errorf("GetErrorType = %v for invalid input, want Unknown", GetErrorType(resp))
 			}
 		})
@@ -68,7 +68,7 @@ func TestDecodeErrorType(t *testing.T) {
 }
 
 func TestGetErrorTypeNil(t *testing.T) {
-	if got := GetErrorType(nil); got != NodePrepareResourceResponseErrorType_Unknown {
+	if got := GetErrorType(nil); got != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 		t.Errorf("GetErrorType(nil) = %v, want Unknown", got)
 	}
 }
@@ -80,15 +80,15 @@ func TestWireRoundTrip(t *testing.T) {
 		set  ErrorType
 		want ErrorType
 	}{
-		"permanent": {set: NodePrepareResourceResponseErrorType_Permanent, want: NodePrepareResourceResponseErrorType_Permanent},
-		"unknown":   {set: NodePrepareResourceResponseErrorType_Unknown, want: NodePrepareResourceResponseErrorType_Unknown},
+		"permanent": {set: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT, want: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT},
+		"unknown":   {set: NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN, want: NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			sent := &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
 				"uid-1": {Error: "invalid config"},
 			}}
-			SetErrorType(sent.Claims["uid-1"], NodePrepareResourceResponseErrorType_Permanent)
+			SetErrorType(sent.Claims["uid-1"], NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
 			SetErrorType(sent.Claims["uid-1"], tc.set) // replaces, never duplicates
 			data, err := proto.Marshal(sent)
 			if err != nil {
@@ -112,12 +112,12 @@ func TestWireRoundTrip(t *testing.T) {
 // TestMirrorMessage checks that the documented mirror message encodes
 // exactly what SetErrorType puts on the stock message.
 func TestMirrorMessage(t *testing.T) {
-	mirror, err := proto.Marshal(&NodePrepareResourceResponseExtension{ErrorType: NodePrepareResourceResponseErrorType_Permanent})
+	mirror, err := proto.Marshal(&NodePrepareResourceResponseExtension{ErrorType: NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp := &drapbv1.NodePrepareResourceResponse{}
-	SetErrorType(resp, NodePrepareResourceResponseErrorType_Permanent)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(mirror) {
 		t.Errorf("SetErrorType bytes %x, mirror message bytes %x", got, mirror)
 	}
@@ -127,12 +127,12 @@ func TestSetErrorTypeKeepsOtherUnknownFields(t *testing.T) {
 	other := protowire.AppendString(protowire.AppendTag(nil, 9, protowire.BytesType), "keep me")
 	resp := &drapbv1.NodePrepareResourceResponse{Error: "x"}
 	resp.ProtoReflect().SetUnknown(append(append([]byte{}, other...), varintField(3, 2)...))
-	SetErrorType(resp, NodePrepareResourceResponseErrorType_Permanent)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
 	want := append(append([]byte{}, other...), varintField(3, 1)...)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(want) {
 		t.Errorf("unknown fields = %x, want %x", got, want)
 	}
-	SetErrorType(resp, NodePrepareResourceResponseErrorType_Unknown)
+	SetErrorType(resp, NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN)
 	if got := resp.ProtoReflect().GetUnknown(); string(got) != string(other) {
 		t.Errorf("after clearing: unknown fields = %x, want %x", got, other)
 	}
@@ -150,13 +150,13 @@ func FuzzDecodeErrorType(f *testing.F) {
 		resp := &drapbv1.NodePrepareResourceResponse{}
 		resp.ProtoReflect().SetUnknown(unknown)
 		got, err := DecodeErrorType(resp)
-		if err != nil && got != NodePrepareResourceResponseErrorType_Unknown {
+		if err != nil && got != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 			t.Fatalf("error %v with type %v", err, got)
 		}
 		if got != GetErrorType(resp) {
 			t.Fatalf("GetErrorType disagrees with DecodeErrorType")
 		}
-		if got != NodePrepareResourceResponseErrorType_Permanent {
+		if got != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT {
 			return
 		}
 		// Cross-check with an independent parse, by protobuf's rules: the
@@ -192,11 +192,11 @@ func FuzzDecodeErrorType(f *testing.F) {
 
 // The names and numbers are KEP-5322's; the first Go names stay as aliases.
 func TestKEPNames(t *testing.T) {
-	enum := NodePrepareResourceResponseErrorType_Permanent.Descriptor()
+	enum := NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT.Descriptor()
 	if got := string(enum.Name()); got != "NodePrepareResourceResponseErrorType" {
 		t.Errorf("enum name %q", got)
 	}
-	for name, want := range map[string]int32{"Unknown": 0, "Permanent": 1} {
+	for name, want := range map[string]int32{"ERROR_TYPE_UNKNOWN": 0, "ERROR_TYPE_PERMANENT": 1} {
 		if v := enum.Values().ByName(protoreflect.Name(name)); v == nil || int32(v.Number()) != want {
 			t.Errorf("enum value %s = %v, want %d", name, v, want)
 		}
@@ -206,7 +206,9 @@ func TestKEPNames(t *testing.T) {
 		t.Errorf("error_type field %v, want number %d of the enum", field, ErrorTypeFieldNumber)
 	}
 	var deprecated ErrorType = ErrorType_Permanent // still compiles: an alias, not a new type
-	if deprecated != NodePrepareResourceResponseErrorType_Permanent || ErrorType_Unknown != NodePrepareResourceResponseErrorType_Unknown {
+	if deprecated != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT || ErrorType_Unknown != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN ||
+		NodePrepareResourceResponseErrorType_Permanent != NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT ||
+		NodePrepareResourceResponseErrorType_Unknown != NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN {
 		t.Error("deprecated aliases differ from the KEP names")
 	}
 }

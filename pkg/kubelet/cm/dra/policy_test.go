@@ -81,8 +81,8 @@ func outcomeCount(t *testing.T, outcome string) float64 {
 }
 
 var (
-	permanentAnswer = claimResp("device on fire", v1alpha.NodePrepareResourceResponseErrorType_Permanent)
-	transientAnswer = claimResp("device busy", v1alpha.NodePrepareResourceResponseErrorType_Unknown)
+	permanentAnswer = claimResp("device on fire", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
+	transientAnswer = claimResp("device busy", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN)
 	prepared        = &drapbv1.NodePrepareResourceResponse{}
 )
 

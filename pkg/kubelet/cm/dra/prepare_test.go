@@ -26,7 +26,7 @@ type driverCall struct {
 }
 
 func TestPrepareFailures(t *testing.T) {
-	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_Permanent, v1alpha.NodePrepareResourceResponseErrorType_Unknown
+	permanent, transient := v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT, v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN
 	cases := map[string]struct {
 		disabled      bool
 		calls         []driverCall
@@ -156,7 +156,7 @@ func TestDowngradeMetric(t *testing.T) {
 	}
 	failures := (&Manager{}).NewPrepareFailures(&v1.Pod{}, nil)
 	failures.Record(t.Context(), "metric-driver", sentClaims("a"), &drapbv1.NodePrepareResourcesResponse{Claims: map[string]*drapbv1.NodePrepareResourceResponse{
-		"a": claimResp("bad", v1alpha.NodePrepareResourceResponseErrorType_Permanent), "x": {},
+		"a": claimResp("bad", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT), "x": {},
 	}}, nil)
 	after, _ := testutil.GetCounterMetricValue(counter)
 	if after-before != 1 {

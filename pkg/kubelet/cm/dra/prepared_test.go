@@ -144,7 +144,7 @@ func TestPreparedPodSurvivesLostSandbox(t *testing.T) {
 	if err := prepare(ctx, m, "ran", -1); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_Unknown); err == nil || IsPermanent(err) {
+	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_UNKNOWN); err == nil || IsPermanent(err) {
 		t.Fatalf("transient answer: %v", err)
 	}
 	if got := k.recorded(); !slices.Equal(got, []string{"ran"}) {
@@ -156,7 +156,7 @@ func TestPreparedPodSurvivesLostSandbox(t *testing.T) {
 	counter := permanentDowngrades.WithLabelValues("d.example.com", DowngradePreparedBefore)
 	before, _ := testutil.GetCounterMetricValue(counter)
 	for range 2 {
-		err := prepare(ctx, m, "ran", v1alpha.NodePrepareResourceResponseErrorType_Permanent)
+		err := prepare(ctx, m, "ran", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT)
 		var downgraded *DowngradedError
 		if IsPermanent(err) || !errors.As(err, &downgraded) {
 			t.Fatalf("pod prepared before: %v, want a *DowngradedError", err)
@@ -171,7 +171,7 @@ func TestPreparedPodSurvivesLostSandbox(t *testing.T) {
 	if n := strings.Count(logs.String(), "Not failing pod"); n != 1 {
 		t.Errorf("logged %d times for two downgrades of one pod, want 1:\n%s", n, logs)
 	}
-	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_Permanent); !IsPermanent(err) {
+	if err := prepare(ctx, m, "never-ran", v1alpha.NodePrepareResourceResponseErrorType_ERROR_TYPE_PERMANENT); !IsPermanent(err) {
 		t.Errorf("pod never prepared: %v, want permanent", err)
 	}
 }
