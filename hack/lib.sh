@@ -63,7 +63,11 @@ KUBE_STAGING_VERSION=v0.${KUBE_VERSION#v1.}
 FORK_REVISION=1
 FORK_VERSION="${KUBE_VERSION}-dra-failfast.${FORK_REVISION}"
 # The kubelet of the upstream-shaped series (upstream/patches/, hack/build-kubelet.sh --series).
-SERIES_VERSION="${KUBE_VERSION}-kep5322.${FORK_REVISION}"
+# It reports the version master's kubelet has once the series' 0000 (master's own bump of
+# DefaultKubeBinaryVersion) is in: the next minor's first alpha. A kubelet evaluates its feature
+# gates at its own version, and at SERIES_KUBE_VERSION's the series' gate (alpha from the next
+# minor) is not yet there to set.
+SERIES_VERSION="v1.$(($(cut -d. -f2 <<< "${SERIES_KUBE_VERSION}") + 1)).0-alpha.0-kep5322.${FORK_REVISION}"
 OUTPUT_DIR=${OUTPUT_DIR:-${REPO_ROOT}/_output}
 # The binaries built for KUBE_VERSION: _output/bin for the default, _output/bin/<version> for
 # another, where the control plane and the kubelets are that version's and the rest (etcd,

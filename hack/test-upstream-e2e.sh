@@ -121,5 +121,5 @@ esac
   "${own_args[@]}" "${series_args[@]}" \
   -kubelet-config "${PRISTINE_TREE}/test/e2e_node/jenkins/default-kubelet-config.yaml" \
   -image "${OUTPUT_DIR}/images/busybox.tar" \
-  -stock-kubelet "${BIN_DIR}/kubelet-stock" -fork-kubelet "${BIN_DIR}/kubelet" \
+  -stock-kubelet "${BIN_DIR}/kubelet-stock" -fork-kubelet "${BIN_DIR}/kubelet" -series-kubelet "${BIN_DIR}/kubelet-series" \
   -runs "${runs}" "$@"

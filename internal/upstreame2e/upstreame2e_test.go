@@ -171,9 +171,10 @@ func run(name string, states map[string]State) Run {
 // Full names of series specs as Ginkgo reports them (containers, leaf, labels).
 const (
 	seriesPrefix  = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Resource Kubelet Plugin "
-	gatedPrefix   = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Permanent driver failures [FeatureGate:DRAHandlePermanentDriverFailures] [Alpha] [Feature:OffByDefault] [Serial] "
-	permanentSpec = gatedPrefix + "must fail pod if NodePrepareResources fails permanently"
-	restartSpec   = gatedPrefix + "must fail pod if NodePrepareResources fails permanently after Kubelet restart"
+	gatedPrefix   = "[sig-node] [DRA] [Feature:DynamicResourceAllocation] Permanent driver failures [FeatureGate:DRAHandlePermanentDriverFailures] "
+	gatedSuffix   = " [Alpha] [Feature:OffByDefault] [Serial]"
+	permanentSpec = gatedPrefix + "must fail pod if NodePrepareResources fails permanently" + gatedSuffix
+	restartSpec   = gatedPrefix + "must fail pod if NodePrepareResources fails permanently after Kubelet restart" + gatedSuffix
 	disabledSpec  = seriesPrefix + "must retry NodePrepareResources if it fails permanently with DRAHandlePermanentDriverFailures disabled"
 	untypedSpec   = seriesPrefix + "must keep pod in pending state if NodePrepareResources fails for a claim without error type, and run it once it succeeds"
 )

@@ -115,8 +115,8 @@ func TestCheckTool(t *testing.T) {
 	t.Logf("dra-failfast-check output:\n%s", text)
 	for _, line := range []string{
 		"ResourceClaim " + ns + "/healthy", "the fork decides:   prepared:",
-		"ResourceClaim " + ns + "/permanent", "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent:",
-		"ResourceClaim " + ns + "/transient", "the fork decides:   transient:", "field 3 on the wire: none -> error_type absent (Unknown)",
+		"ResourceClaim " + ns + "/permanent", "field 3 on the wire: 1801 -> error_type ERROR_TYPE_PERMANENT", "the fork decides:   permanent:",
+		"ResourceClaim " + ns + "/transient", "the fork decides:   transient:", "field 3 on the wire: none -> error_type absent (ERROR_TYPE_UNKNOWN)",
 		"unprepared:         ok",
 	} {
 		if !strings.Contains(text, line) {
@@ -134,9 +134,9 @@ func TestCheckTool(t *testing.T) {
 		t.Fatalf("output is not a report: %v\n%s", err, out)
 	}
 	want := map[string]struct{ decision, bytes, errorType string }{
-		"healthy":   {drivercheck.DecisionPrepared, "", "absent (Unknown)"},
-		"permanent": {drivercheck.DecisionPermanent, "1801", "Permanent"},
-		"transient": {drivercheck.DecisionPrepared, "", "absent (Unknown)"},
+		"healthy":   {drivercheck.DecisionPrepared, "", "absent (ERROR_TYPE_UNKNOWN)"},
+		"permanent": {drivercheck.DecisionPermanent, "1801", "ERROR_TYPE_PERMANENT"},
+		"transient": {drivercheck.DecisionPrepared, "", "absent (ERROR_TYPE_UNKNOWN)"},
 	}
 	if len(report.Claims) != len(want) {
 		t.Fatalf("%d claims reported, want %d: %+v", len(report.Claims), len(want), report)

@@ -422,7 +422,7 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 	case err != nil:
 		report.ErrorType = err.Error()
 	case report.ErrorTypeBytes == "":
-		report.ErrorType = "absent (Unknown)"
+		report.ErrorType = "absent (ERROR_TYPE_UNKNOWN)"
 	default:
 		report.ErrorType = errorType.String()
 	}
@@ -431,7 +431,7 @@ func describe(claim *drapbv1.Claim, resp *drapbv1.NodePrepareResourceResponse, r
 		report.Decision = DecisionPrepared
 		report.Why = "the driver prepared the claim; the pod's containers can start"
 		if result.Downgraded != "" {
-			report.Why += fmt.Sprintf(" (error_type Permanent with an empty error means success: %s)", result.Downgraded)
+			report.Why += fmt.Sprintf(" (error_type ERROR_TYPE_PERMANENT with an empty error means success: %s)", result.Downgraded)
 		}
 	case decision.FailedPermanent:
 		report.Decision = DecisionPermanent

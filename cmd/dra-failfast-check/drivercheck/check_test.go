@@ -107,11 +107,11 @@ func TestDescribe(t *testing.T) {
 		decision, bytes, errType string
 		downgraded               string
 	}{
-		"prepared":          {response("", nil), DecisionPrepared, "", "absent (Unknown)", ""},
-		"permanent":         {response("bad config", permanent), DecisionPermanent, "1801", "Permanent", ""},
-		"transient":         {response("busy", nil), DecisionTransient, "", "absent (Unknown)", ""},
+		"prepared":          {response("", nil), DecisionPrepared, "", "absent (ERROR_TYPE_UNKNOWN)", ""},
+		"permanent":         {response("bad config", permanent), DecisionPermanent, "1801", "ERROR_TYPE_PERMANENT", ""},
+		"transient":         {response("busy", nil), DecisionTransient, "", "absent (ERROR_TYPE_UNKNOWN)", ""},
 		"unknown value":     {response("busy", unknownValue), DecisionTransient, "1809", "unknown error_type value: 9", decision.DowngradeUnknownErrorType},
-		"permanent, no err": {response("", permanent), DecisionPrepared, "1801", "Permanent", decision.DowngradeEmptyError},
+		"permanent, no err": {response("", permanent), DecisionPrepared, "1801", "ERROR_TYPE_PERMANENT", decision.DowngradeEmptyError},
 		"truncated":         {response("busy", []byte{0x18}), DecisionTransient, "18", "malformed", decision.DowngradeMalformedErrorType},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -130,13 +130,13 @@ func TestDescribe(t *testing.T) {
 
 func TestText(t *testing.T) {
 	r := &Report{Driver: driver, Claims: []ClaimReport{
-		{Namespace: "ns", Name: "ok", UID: "u1", CDIDevices: []string{"example.com/dev=dev-0"}, ErrorType: "absent (Unknown)", Decision: DecisionPrepared, Why: "w", Unprepared: "ok"},
-		{Namespace: "ns", Name: "bad", UID: "u2", Error: "bad config", ErrorTypeBytes: "1801", ErrorType: "Permanent", Decision: DecisionPermanent, Why: "w", Unprepared: "ok"},
+		{Namespace: "ns", Name: "ok", UID: "u1", CDIDevices: []string{"example.com/dev=dev-0"}, ErrorType: "absent (ERROR_TYPE_UNKNOWN)", Decision: DecisionPrepared, Why: "w", Unprepared: "ok"},
+		{Namespace: "ns", Name: "bad", UID: "u2", Error: "bad config", ErrorTypeBytes: "1801", ErrorType: "ERROR_TYPE_PERMANENT", Decision: DecisionPermanent, Why: "w", Unprepared: "ok"},
 	}}
 	text := r.Text()
 	for _, want := range []string{
-		"ResourceClaim ns/ok (UID u1)", "prepared, CDI devices example.com/dev=dev-0", "field 3 on the wire: none -> error_type absent (Unknown)",
-		`error "bad config"`, "field 3 on the wire: 1801 -> error_type Permanent", "the fork decides:   permanent: w",
+		"ResourceClaim ns/ok (UID u1)", "prepared, CDI devices example.com/dev=dev-0", "field 3 on the wire: none -> error_type absent (ERROR_TYPE_UNKNOWN)",
+		`error "bad config"`, "field 3 on the wire: 1801 -> error_type ERROR_TYPE_PERMANENT", "the fork decides:   permanent: w",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
