@@ -16,10 +16,13 @@
 # it after changing upstream/patches/ or the kubelet side. Needs root.
 # Results: ${OUTPUT_DIR}/test/e2e-series.log, ${OUTPUT_DIR}/bench/series-<timestamp>/{fork,series}/.
 # shellcheck source=hack/lib.sh
+# On the series' own version (SERIES_KUBE_VERSION): lib.sh takes it, and refuses any other, for
+# SERIES=upstream. Not exported: hack/build.sh builds the fork's kubelet of that version.
+SERIES=upstream
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+unset SERIES
+export KUBE_VERSION
 cd "${REPO_ROOT}" || exit 1
-# Both kubelets of the series' version (SERIES_KUBE_VERSION), on a control plane of that version.
-[ "${KUBE_VERSION}" = "${SERIES_KUBE_VERSION}" ] || KUBE_VERSION=${SERIES_KUBE_VERSION} exec "$0" "$@"
 
 [ "$(id -u)" -eq 0 ] || die "run as root: the e2e tests run a real kubelet and containerd"
 hack/build.sh

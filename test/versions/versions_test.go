@@ -39,6 +39,10 @@ func libSh(t *testing.T, script, version string, vars ...string) (string, error)
 	dir := t.TempDir()
 	path := filepath.Join(dir, script)
 	body := "#!/usr/bin/env bash\nsource " + filepath.Join(repoRoot(t), "hack", "lib.sh") + "\n" + echo.String() + "\n"
+	if script == "upstream.sh" || script == "test-series.sh" {
+		// As those scripts do: the upstream-shaped series' version (hack/lib.sh, SERIES_KUBE_VERSION).
+		body = "#!/usr/bin/env bash\nSERIES=upstream\nsource " + filepath.Join(repoRoot(t), "hack", "lib.sh") + "\n" + echo.String() + "\n"
+	}
 	if err := os.WriteFile(path, []byte(body), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +130,19 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"build-kubelet.sh", "v1.34.0", "KUBE_VERSION=v1.34.0 is not supported by this fork"},
 		{"test-kind.sh", older, "KUBE_VERSION=" + older + ": hack/test-kind.sh runs on " + def + " only"},
-		{"test-series.sh", older, "hack/test-series.sh runs on " + def + " only"},
+		{"test-series.sh", older, "KUBE_VERSION=" + older + ": the upstream-shaped series is written against "},
+		{"upstream.sh", older, "KUBE_VERSION=" + older + ": the upstream-shaped series is written against "},
 		{"verify-adoption.sh", older, "hack/verify-adoption.sh runs on " + def + " only"},
 	} {
 		out, err := libSh(t, tc.script, tc.version, "KUBE_VERSION")
 		if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "KUBE_VERSION="+tc.version+"\n") {
 			t.Errorf("%s with KUBE_VERSION=%s: err %v, output\n%s\nwant a refusal containing %q", tc.script, tc.version, err, out, tc.want)
+		}
+	}
+	// The upstream-shaped series' scripts take their own version when none is asked for.
+	for _, script := range []string{"upstream.sh", "test-series.sh"} {
+		if out, err := libSh(t, script, "", "KUBE_VERSION"); err != nil || strings.Contains(out, "KUBE_VERSION="+def+"\n") || !strings.Contains(out, "KUBE_VERSION=v1.") {
+			t.Errorf("%s without KUBE_VERSION: err %v, output\n%s\nwant it to run on the series' version, not %s", script, err, out, def)
 		}
 	}
 	for _, script := range []string{"build-kubelet.sh", "verify-patches.sh", "test-upstream.sh", "test-versions.sh", "build.sh", "build-cluster-binaries.sh", "demo.sh",
