@@ -63,9 +63,10 @@ kind-demo:
 test-kind:
 	hack/test-kind.sh
 
-# kubernetes-sigs/dra-example-driver and its own e2e suite on this project's kind nodes (docs/real-driver.md).
+# Drivers written elsewhere (dra-example-driver, dra-driver-google-tpu) with their own suites on this
+# project's kind nodes (docs/real-driver.md); DRIVER=NAME runs one.
 test-real-driver:
-	hack/test-real-driver.sh
+	hack/test-real-driver.sh $(if $(DRIVER),--driver $(DRIVER))
 
 verify-patches:
 	hack/verify-patches.sh
@@ -97,11 +98,10 @@ test-series:
 	hack/test-series.sh
 
 # The stages make test leaves out for its 60-minute budget (docs/building.md): the library adopted
-# by tag from outside modules, dra-example-driver adopting it, upstream's DRA node e2e specs that
-# prepare and unprepare claims (fork, gate on, this host), the benchmark's smoke run and the kind
-# smoke run.
+# by tag from outside modules, upstream's DRA node e2e specs that prepare and unprepare claims
+# (fork, gate on, this host), the benchmark's smoke run and the kind smoke run.
 test-extra:
-	hack/test.sh adoption real-driver upstream-e2e bench kind
+	hack/test.sh adoption upstream-e2e bench kind
 
 update-patches:
 	hack/update-patches.sh

@@ -3,6 +3,7 @@ module github.com/dra-failfast/dra-failfast
 go 1.26.0
 
 require (
+	github.com/distribution/reference v0.6.0
 	github.com/dra-failfast/dra-failfast/api v0.1.0
 	github.com/dra-failfast/dra-failfast/cmd/dra-failfast-check v0.1.0
 	github.com/dra-failfast/dra-failfast/pkg/failfastplugin v0.1.0
@@ -52,7 +53,6 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect

@@ -2,182 +2,180 @@
 # Copyright 2026 The dra-failfast Authors.
 # SPDX-License-Identifier: Apache-2.0
 
-# make test-real-driver: a DRA driver nobody here wrote, kubernetes-sigs/dra-example-driver v0.4.0
-# (../shared/third_party, checked by its sha256), with its own Helm chart and its own e2e suite
-# (test/e2e, Ginkgo), on a kind cluster of this project's nodes (test/realdriver/cluster.yaml).
-#   check    unpack the snapshot twice under _output/real-driver (never into the repository): as it
-#            is, and with the adoption patch (examples/dra-example-driver/permanent-errors.patch,
-#            the library taken from this checkout by a replace) plus our Ginkgo specs
-#            (test/realdriver/permanent-spec.patch); build both drivers and suites; the driver's
-#            unit tests on the adopted copy. The cheap part make test runs.
-#   images   the driver's image under the name its chart asks for, one per copy; a shell image for
-#            the demo pods; the demo manifests with that image.
-#   cluster  the kind cluster (hack/kind-up.sh with test/realdriver/cluster.yaml).
-#   suite    the driver's suite, per copy, on each kubelet: the workers switched in place between
-#            the fork with the gate on (fork-on), the fork with the gate off (fork-off) and the stock
-#            kubelet (stock); a cert-manager stand-in (test/realdriver/cert-standin) on the host.
-#   report   docs/real-driver.md from the runs' Ginkgo JSON reports (REAL_DRIVER_REPORT to write
-#            elsewhere); fails when a spec fails that is not named below, or when a spec's result
-#            differs between kubelets where it must not.
-# Default: all five, then the cluster is taken down (KIND_KEEP=1 keeps it).
-# Substitutions for what these machines cannot fetch: docs/real-driver.md lists them.
+# make test-real-driver [DRIVER=NAME]: DRA drivers nobody here wrote, each built from its snapshot
+# (../shared/third_party, checked by its sha256) and run with its own suite, unmodified, on kind
+# clusters of this project's nodes: stock kubelet, fork with DRAHandlePermanentDriverFailures off,
+# fork with it on; then again with this project's adoption patch (the driver marks the errors no
+# retry can cure as permanent) and our tests in the suite's own style.
+#   hack/test-real-driver.sh [--driver NAME]... [STAGE...]     (--list: the drivers' names)
+# Drivers (hack/real-driver/NAME.sh says what each one needs; default: every one, in this order):
+#   example  kubernetes-sigs/dra-example-driver v0.4.0: Ginkgo suite against a cluster we create
+#   tpu      kubernetes-sigs/dra-driver-google-tpu v0.2.0: BATS suite that creates its own cluster
+# Stages (default: all five; then the cluster is taken down, KIND_KEEP=1 keeps it):
+#   check    unpack the snapshot twice under _output/real-driver/NAME (never into the repository):
+#            as it is (unmodified) and with the adoption patch, our tests and this checkout's
+#            library (adopted); build both, the driver's vet and unit tests on the adopted copy.
+#            REAL_DRIVER_CHECK_ONLY=1 (make test) stops at the adopted copy: the cheap part.
+#   images   what the driver's recipe would fetch, built here (docs/real-driver.md lists it).
+#   cluster  the kind cluster, for a driver whose suite needs one made for it.
+#   suite    the driver's suite, per copy, on each kubelet (REAL_DRIVER_RUNS="adopted/fork-on ...":
+#            only those runs; the report then fails for the runs missing).
+#   report   the driver's section of docs/real-driver.md (REAL_DRIVER_REPORT: another file) from
+#            the runs' reports; fails when a test fails that is not named unrunnable, or when a
+#            test's result differs between kubelets where it must not.
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=hack/kind/lib.sh
 source "${REPO_ROOT}/hack/kind/lib.sh"
 cd "${REPO_ROOT}" || exit 1
 
-SNAPSHOT="${REPO_ROOT}/../shared/third_party/dra-example-driver-v0.4.0.tar.gz"
-SNAPSHOT_SHA256=189d6897f293b840b6b8bdba0f1787afa9c94edf79e7ebb04598483d1d92d5d2
-SNAPSHOT_DIR=dra-example-driver-v0.4.0
-ADOPTION_PATCH=examples/dra-example-driver/permanent-errors.patch
-SPEC_PATCH=test/realdriver/permanent-spec.patch
-REAL_DIR="${OUTPUT_DIR}/real-driver"
-SHELL_IMAGE=dra-failfast.local/shell:v1
-VARIANTS=(unmodified adopted)
-# Specs that cannot run on this project's Kubernetes version, with why (a -ginkgo.skip pattern and
-# a reason, one per line, separated by " | ").
-UNRUNNABLE="PodGroups | needs scheduling.k8s.io/v1alpha2 PodGroup, which Kubernetes 1.37 replaced with v1alpha3 (the suite targets 1.36)
-native CPU resources | needs ResourceSlice nodeAllocatableResourceMappings (DRANodeAllocatableResources as in 1.36), a field Kubernetes 1.37 removed"
-
-# driver_go: the go command for the driver's module, outside this repository's workspace.
-driver_go() { GOWORK=off GOFLAGS=-mod=mod go "$@"; }
-
+ALL_DRIVERS=(example tpu)
 ALL_STAGES=(check images cluster suite report)
+VARIANTS=(unmodified adopted)
+drivers=()
 stages=()
-for arg in "$@"; do
-  case "${arg}" in
-    check | images | cluster | suite | report) stages+=("${arg}") ;;
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --driver)
+      [[ " ${ALL_DRIVERS[*]} " == *" ${2:-} "* ]] || die "unknown driver '${2:-}' (drivers: ${ALL_DRIVERS[*]})"
+      drivers+=("$2")
+      shift
+      ;;
+    check | images | cluster | suite | report) stages+=("$1") ;;
+    --list)
+      echo "${ALL_DRIVERS[*]}"
+      exit 0
+      ;;
     -h | --help)
       sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
       exit 0
       ;;
-    *) die "unknown stage ${arg} (stages: ${ALL_STAGES[*]})" ;;
+    *) die "unknown argument $1 (--driver NAME, stages: ${ALL_STAGES[*]})" ;;
   esac
+  shift
 done
+[ ${#drivers[@]} -gt 0 ] || drivers=("${ALL_DRIVERS[@]}")
 [ ${#stages[@]} -gt 0 ] || stages=("${ALL_STAGES[@]}")
 
-src_dir() { echo "${REAL_DIR}/$1/${SNAPSHOT_DIR}"; }
-
-# prepare_source VARIANT: a fresh copy of the snapshot; adopted: with both patches applied and the
-# library from this checkout.
-prepare_source() {
-  local variant=$1 dir
-  dir="${REAL_DIR}/${variant}"
-  rm -rf "${dir}" && mkdir -p "${dir}"
-  tar -xzf "${SNAPSHOT}" -C "${dir}"
-  [ "${variant}" = adopted ] || return 0
-  (
-    cd "$(src_dir "${variant}")" &&
-      patch -p1 --no-backup-if-mismatch --quiet < "${REPO_ROOT}/${ADOPTION_PATCH}" &&
-      patch -p1 --no-backup-if-mismatch --quiet < "${REPO_ROOT}/${SPEC_PATCH}" &&
-      driver_go mod edit -replace "${MODULE_PREFIX}/pkg/failfastplugin=${REPO_ROOT}/pkg/failfastplugin" \
-        -replace "${MODULE_PREFIX}/api=${REPO_ROOT}/api" &&
-      driver_go mod tidy
-  ) || die "${ADOPTION_PATCH} or ${SPEC_PATCH} does not apply to ${SNAPSHOT_DIR}, or its module does not resolve"
-  # The library must not move the driver's k8s.io/* (v0.36.2): a v0.36 driver stays on v0.36.
-  local kube
-  kube=$(cd "$(src_dir adopted)" && driver_go list -m -f '{{.Version}}' k8s.io/client-go)
-  [ "${kube}" = v0.36.2 ] || die "adopting the library moved the driver's k8s.io/client-go from v0.36.2 to ${kube}"
-}
-
-# build VARIANT [suite] [unit]: the three commands (static, as its image has them); with suite,
-# the e2e suite's test binary; with unit, the driver's vet and unit tests.
-build() {
-  local variant=$1 dir
-  shift
-  dir=$(src_dir "${variant}")
-  mkdir -p "${REAL_DIR}/bin/${variant}"
-  (cd "${dir}" && CGO_ENABLED=0 driver_go build -trimpath -ldflags "-s -w" -o "${REAL_DIR}/bin/${variant}/" ./cmd/...) ||
-    die "the ${variant} driver does not build"
-  if [[ " $* " == *" suite "* ]]; then
-    (cd "${dir}" && driver_go test -c -tags e2e -o "${REAL_DIR}/bin/${variant}/e2e.test" ./test/e2e) ||
-      die "the ${variant} driver's e2e suite does not build"
-  fi
-  if [[ " $* " == *" unit "* ]]; then
-    (cd "${dir}" && driver_go vet ./cmd/... && driver_go test -count=1 ./cmd/... ./internal/... ./pkg/...) ||
-      die "the ${variant} driver's unit tests fail"
-  fi
-}
-
-# stage_check: REAL_DRIVER_CHECK_ONLY=1 (make test) stops at what catches a break cheaply: both
-# patches apply, the adopted driver builds, vets and passes its unit tests. The suites' test
-# binaries (the Helm SDK: minutes of compile) and the unmodified copy are for the full run.
-stage_check() {
-  [ -f "${SNAPSHOT}" ] || die "${SNAPSHOT#"${REPO_ROOT}/"}: not found (../shared beside the repository)"
-  echo "${SNAPSHOT_SHA256}  ${SNAPSHOT}" | sha256sum --check --quiet - ||
-    die "${SNAPSHOT#"${REPO_ROOT}/"}: sha256 is not ${SNAPSHOT_SHA256}"
-  log "adoption patch: $(changed_lines "${ADOPTION_PATCH}") changed lines (${ADOPTION_PATCH})"
-  if [ "${REAL_DRIVER_CHECK_ONLY:-}" = 1 ]; then
-    timed "adopted source" prepare_source adopted
-    timed "adopted driver: build, vet, unit tests" build adopted unit
-    return
-  fi
-  local variant
-  for variant in "${VARIANTS[@]}"; do
-    timed "${variant} source" prepare_source "${variant}"
-  done
-  timed "adopted driver: build, suite, vet, unit tests" build adopted suite unit
-  timed "unmodified driver: build, suite" build unmodified suite
-}
+# driver_go: the go command for a driver's module, outside this repository's workspace.
+driver_go() { GOWORK=off GOFLAGS=-mod=mod go "$@"; }
 
 # changed_lines PATCH: the lines a unified diff adds or removes.
 changed_lines() { grep -c '^[-+]\([^-+]\|$\)' "$1"; }
 
-# chart_image: the image the chart installs by default (image.repository and image.tag, or the
-# chart's appVersion), so that the unmodified chart finds the image built here.
-chart_image() {
-  local chart repo tag
-  chart="$(src_dir unmodified)/deployments/helm/dra-example-driver"
-  repo=$(sed -n '/^image:/,/^[^ ]/s/^  repository: *//p' "${chart}/values.yaml")
-  tag=$(sed -n '/^image:/,/^[^ ]/s/^  tag: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${chart}/values.yaml")
-  [ -n "${tag}" ] || tag=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "${chart}/Chart.yaml")
-  if [ -z "${repo}" ] || [ -z "${tag}" ]; then
-    die "no image.repository or tag in ${chart}"
+src_dir() { echo "${REAL_DIR}/$1/${SNAPSHOT_DIR}"; }
+
+# prepare_source VARIANT: a fresh copy of the snapshot, a git repository of one commit as a clone
+# of the driver would be (its scripts ask git for the checkout's root); adopted: with the adoption
+# patch and our tests applied, this checkout's library by a replace, the vendor tree (if the
+# driver vendors) updated as its maintainers do it (go mod vendor).
+prepare_source() {
+  local variant=$1 dir src
+  dir="${REAL_DIR}/${variant}"
+  rm -rf "${dir}" && mkdir -p "${dir}"
+  tar -xzf "${SNAPSHOT}" -C "${dir}"
+  src=$(src_dir "${variant}")
+  (cd "${src}" && git init -q && git add -A && git -c user.name=snapshot -c user.email=snapshot@invalid commit -qm "${SNAPSHOT_DIR}") ||
+    die "${SNAPSHOT_DIR}: cannot make a git repository of it"
+  [ "${variant}" = adopted ] || return 0
+  (
+    cd "${src}" &&
+      patch -p1 --no-backup-if-mismatch --quiet < "${REPO_ROOT}/${ADOPTION_PATCH}" &&
+      patch -p1 --no-backup-if-mismatch --quiet < "${REPO_ROOT}/${SPEC_PATCH}" &&
+      go mod edit -replace "${MODULE_PREFIX}/pkg/failfastplugin=${REPO_ROOT}/pkg/failfastplugin" \
+        -replace "${MODULE_PREFIX}/api=${REPO_ROOT}/api"
+  ) || die "${ADOPTION_PATCH} or ${SPEC_PATCH} does not apply to ${SNAPSHOT_DIR}"
+  if [ -d "${src}/vendor" ]; then
+    vendor_library "${src}"
+  else
+    (cd "${src}" && driver_go mod tidy) || die "${SNAPSHOT_DIR} with the library: go mod tidy fails"
   fi
-  echo "${repo}:${tag}"
+  # The library must not move the driver's k8s.io/*: the library requires v0.36.0 and nothing newer.
+  local kube
+  kube=$(cd "${src}" && GOWORK=off go list -m -f '{{.Version}}' k8s.io/client-go)
+  [ "${kube}" = "${DRIVER_CLIENT_GO}" ] || die "adopting the library moved ${SNAPSHOT_DIR}'s k8s.io/client-go from ${DRIVER_CLIENT_GO} to ${kube}"
 }
 
-stage_images() {
-  local variant layer image
-  image=$(chart_image)
-  mkdir -p "${REAL_DIR}/images"
-  go build -o "${OUTPUT_DIR}/bin/" ./hack/imagepack
-  # The driver: its three commands in /usr/bin, as its Dockerfile installs them, over no base.
-  for variant in "${VARIANTS[@]}"; do
-    layer="${REAL_DIR}/images/${variant}-layer"
-    rm -rf "${layer}" && mkdir -p "${layer}/usr/bin"
-    cp "${REAL_DIR}/bin/${variant}"/dra-example-* "${layer}/usr/bin/"
-    tar --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "${layer}.tar" -C "${layer}" usr
-    "${OUTPUT_DIR}/bin/imagepack" --binary "${REAL_DIR}/bin/${variant}/dra-example-kubeletplugin" --name "${image}" \
-      --env PATH=/usr/bin --base-layer "${layer}.tar" --output "${REAL_DIR}/images/driver-${variant}.tar"
-  done
-  # The demo pods' shell: bash and sleep with the libraries they load, from this host.
-  layer="${REAL_DIR}/images/shell-layer"
-  rm -rf "${layer}" && mkdir -p "${layer}"
-  local file lib
-  for file in /usr/bin/bash /usr/bin/sleep; do
-    install -D "${file}" "${layer}${file}"
-    for lib in $(ldd "${file}" | grep -o '/[^ ]*'); do
-      [ -e "${layer}${lib}" ] || install -D "$(readlink -f "${lib}")" "${layer}${lib}"
+# vendor_library DIR: the library's two modules added to DIR's vendor tree as go mod vendor adds
+# them (the packages the library needs, their files but tests and testdata, the repository's
+# LICENSE at each module's root, vendor/modules.txt's entries), and go.mod's requirements. Done by
+# hand because go mod vendor, which its maintainers run, resolves the driver's whole graph, and a
+# driver on a pre-release k8s.io/* may require a version the module proxy does not serve
+# (dra-driver-google-tpu v0.2.0: k8s.io/kubernetes v1.37.0-rc.0). The build that follows runs
+# -mod=vendor, which checks vendor/modules.txt against go.mod.
+vendor_library() {
+  local dir=$1 module package file version=v0.1.0 goversion
+  local -a packages
+  mapfile -t packages < <(go list -deps ./pkg/failfastplugin | grep "^${MODULE_PREFIX}/")
+  [ ${#packages[@]} -gt 0 ] || die "go list found no package of the library"
+  (cd "${dir}" && go mod edit -require "${MODULE_PREFIX}/pkg/failfastplugin@${version}" -require "${MODULE_PREFIX}/api@${version}") ||
+    die "${dir##*/}: go mod edit"
+  for module in api pkg/failfastplugin; do
+    goversion=$(sed -n 's/^go //p' "${REPO_ROOT}/${module}/go.mod")
+    printf '# %s %s => %s\n## explicit; go %s\n' "${MODULE_PREFIX}/${module}" "${version}" "${REPO_ROOT}/${module}" "${goversion}" >> "${dir}/vendor/modules.txt"
+    install -D -m 0644 "${REPO_ROOT}/LICENSE" "${dir}/vendor/${MODULE_PREFIX}/${module}/LICENSE"
+    for package in "${packages[@]}"; do
+      [[ "${package}/" == "${MODULE_PREFIX}/${module}/"* ]] || continue
+      echo "${package}" >> "${dir}/vendor/modules.txt"
+      for file in "${REPO_ROOT}/${package#"${MODULE_PREFIX}/"}"/*.go; do
+        [[ "${file}" == *_test.go ]] || install -D -m 0644 "${file}" "${dir}/vendor/${package}/${file##*/}"
+      done
     done
   done
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "${layer}.tar" -C "${layer}" .
-  "${OUTPUT_DIR}/bin/imagepack" --binary /usr/bin/bash --name "${SHELL_IMAGE}" --env PATH=/usr/bin \
-    --base-layer "${layer}.tar" --output "${REAL_DIR}/images/shell.tar"
-  # The demo manifests with that image.
-  rm -rf "${REAL_DIR}/manifests"
-  cp -r "$(src_dir unmodified)/demo/examples" "${REAL_DIR}/manifests"
-  grep -rl 'image: ubuntu:22.04' "${REAL_DIR}/manifests" | xargs sed -i "s#image: ubuntu:22.04#image: ${SHELL_IMAGE}#"
-  ! grep -rn 'image:' "${REAL_DIR}/manifests" | grep -v "${SHELL_IMAGE}" ||
-    die "a demo manifest names an image this test does not substitute"
-  log "images: ${image} (driver, per copy), ${SHELL_IMAGE} (for the demo manifests' ubuntu:22.04)"
+  # go mod vendor lists the replacements once more at the end.
+  printf '# %s => %s\n' "${MODULE_PREFIX}/api" "${REPO_ROOT}/api" "${MODULE_PREFIX}/pkg/failfastplugin" "${REPO_ROOT}/pkg/failfastplugin" >> "${dir}/vendor/modules.txt"
+  (cd "${dir}" && GOWORK=off go list -mod=vendor ./... > /dev/null) || die "${dir##*/}: the vendor tree with the library is not consistent with go.mod"
 }
 
-stage_cluster() {
-  KIND_CONFIG=test/realdriver/cluster.yaml hack/kind-up.sh
-  kind_env
-  kind load image-archive "${REAL_DIR}/images/shell.tar" --name "${KIND_CLUSTER}" > /dev/null
+stage_check() {
+  [ -f "${SNAPSHOT}" ] || die "${SNAPSHOT#"${REPO_ROOT}/"}: not found (../shared beside the repository)"
+  echo "${SNAPSHOT_SHA256}  ${SNAPSHOT}" | sha256sum --check --quiet - ||
+    die "${SNAPSHOT#"${REPO_ROOT}/"}: sha256 is not ${SNAPSHOT_SHA256}"
+  log "${DRIVER}: adoption patch $(changed_lines "${ADOPTION_PATCH}") changed lines (${ADOPTION_PATCH}), our tests ${SPEC_PATCH}"
+  if [ "${REAL_DRIVER_CHECK_ONLY:-}" = 1 ]; then
+    timed "${DRIVER}: adopted source" prepare_source adopted
+    timed "${DRIVER}: adopted driver: build, vet, unit tests" driver_build adopted unit
+    return
+  fi
+  local variant
+  for variant in "${VARIANTS[@]}"; do
+    timed "${DRIVER}: ${variant} source" prepare_source "${variant}"
+  done
+  timed "${DRIVER}: adopted driver: build, suite, vet, unit tests" driver_build adopted suite unit
+  timed "${DRIVER}: unmodified driver: build, suite" driver_build unmodified suite
+}
+
+stage_images() { driver_images; }
+stage_cluster() { driver_cluster; }
+
+# expectation VARIANT MODE: what our tests in the adopted copy expect (DRA_FAILFAST_EXPECT).
+expectation() { if [ "$1/$2" = adopted/fork-on ]; then echo failed; else echo retry; fi; }
+
+stage_suite() {
+  local variant mode modes
+  rm -rf "${REAL_DIR}/reports" && mkdir -p "${REAL_DIR}/reports"
+  driver_suite_begin
+  for variant in "${VARIANTS[@]}"; do
+    # Fewest kubelet switches where the suite keeps one cluster: the cluster starts on fork-on,
+    # the first copy ends on stock.
+    modes=(fork-on fork-off stock)
+    [ "${variant}" = adopted ] && modes=(stock fork-off fork-on)
+    for mode in "${modes[@]}"; do
+      [ -z "${REAL_DRIVER_RUNS:-}" ] || [[ " ${REAL_DRIVER_RUNS} " == *" ${variant}/${mode} "* ]] || continue
+      local suite_start=${SECONDS} rc=0
+      driver_suite "${variant}" "${mode}" || rc=$?
+      echo "$((SECONDS - suite_start))" > "${REAL_DIR}/reports/${variant}-${mode}.seconds"
+      log "${DRIVER}: suite ${variant} on ${mode}: exit ${rc} in $((SECONDS - suite_start))s ($(driver_suite_summary "${variant}" "${mode}"))"
+    done
+    [ "${variant}" = unmodified ] && [ -n "${UNRUNNABLE}" ] && driver_unrunnable
+  done
+  driver_suite_end
+}
+
+stage_report() {
+  go run ./test/realdriver/report --driver "${DRIVER}" --reports "${REAL_DIR}/reports" --unrunnable "${UNRUNNABLE}" \
+    --adoption-patch "${ADOPTION_PATCH}" --commit "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+dirty')" \
+    --kube-version "${KUBE_VERSION}" --output "${REAL_DRIVER_REPORT:-docs/real-driver.md}"
 }
 
 KUBEADM_FLAGS=/var/lib/kubelet/kubeadm-flags.env
@@ -207,88 +205,71 @@ switch_kubelet() {
   done
 }
 
-# run_suite VARIANT MODE: the driver's own suite, unmodified but for the demo manifests' image;
-# our specs (adopted copy) expect a Failed pod only where the feature is on.
-run_suite() {
-  local variant=$1 mode=$2 expect=retry skip="" pattern rc=0 start=${SECONDS}
-  [ "${variant}/${mode}" = adopted/fork-on ] && expect=failed
-  while IFS='|' read -r pattern _; do
-    skip="${skip:+${skip}|}${pattern% }"
-  done <<< "${UNRUNNABLE}"
-  mkdir -p "${REAL_DIR}/reports"
-  (
-    cd "$(src_dir "${variant}")/test/e2e" &&
-      HELM_CHART_PATH="$(src_dir "${variant}")/deployments/helm/dra-example-driver" DRA_FAILFAST_EXPECT="${expect}" \
-        "${REAL_DIR}/bin/${variant}/e2e.test" -test.timeout 90m -ginkgo.timeout 90m -ginkgo.v \
-        -ginkgo.skip "${skip}" -ginkgo.json-report "${REAL_DIR}/reports/${variant}-${mode}.json" \
-        -demo-manifests-dir "${REAL_DIR}/manifests"
-  ) > "${REAL_DIR}/reports/${variant}-${mode}.log" 2>&1 || rc=$?
-  log "suite ${variant} on ${mode}: exit ${rc} in $((SECONDS - start))s ($(grep -E '^(Ran|FAIL|PASS|SUCCESS)' "${REAL_DIR}/reports/${variant}-${mode}.log" | tr '\n' ' '))"
-}
-
-# run_unrunnable: the specs left out, once, focused, with the unmodified driver on the stock
-# kubelet: they must fail there too (the report checks it), so that it is the cluster's Kubernetes
-# version that cannot run them, not the fork.
-run_unrunnable() {
-  local focus="" pattern rc=0
-  while IFS='|' read -r pattern _; do
-    focus="${focus:+${focus}|}${pattern% }"
-  done <<< "${UNRUNNABLE}"
-  (
-    cd "$(src_dir unmodified)/test/e2e" &&
-      HELM_CHART_PATH="$(src_dir unmodified)/deployments/helm/dra-example-driver" \
-        "${REAL_DIR}/bin/unmodified/e2e.test" -test.timeout 30m -ginkgo.timeout 30m -ginkgo.v \
-        -ginkgo.focus "${focus}" -ginkgo.json-report "${REAL_DIR}/reports/unrunnable-stock.json" \
-        -demo-manifests-dir "${REAL_DIR}/manifests"
-  ) > "${REAL_DIR}/reports/unrunnable-stock.log" 2>&1 || rc=$?
-  log "unrunnable specs on stock: exit ${rc} (they must fail)"
-}
-
-STANDIN_PID=
-stop_standin() { [ -z "${STANDIN_PID}" ] || { kill "${STANDIN_PID}" 2> /dev/null; wait "${STANDIN_PID}" 2> /dev/null; STANDIN_PID=; }; }
-
-stage_suite() {
-  kind_env
-  go build -o "${REAL_DIR}/bin/" ./test/realdriver/cert-standin
-  "${REAL_DIR}/bin/cert-standin" --kubeconfig "${KIND_KUBECONFIG}" > "${REAL_DIR}/cert-standin.log" 2>&1 &
-  STANDIN_PID=$!
-  local variant mode modes
-  rm -rf "${REAL_DIR}/reports"
-  for variant in "${VARIANTS[@]}"; do
-    kind load image-archive "${REAL_DIR}/images/driver-${variant}.tar" --name "${KIND_CLUSTER}" > /dev/null
-    # Fewest switches: the cluster starts on fork-on, the first copy ends on stock.
-    modes=(fork-on fork-off stock)
-    [ "${variant}" = adopted ] && modes=(stock fork-off fork-on)
-    for mode in "${modes[@]}"; do
-      switch_kubelet "${mode}"
-      run_suite "${variant}" "${mode}"
+# pack_busybox NAME OUTPUT [PROGRAM...]: an image of Debian's busybox-static (its applets linked in
+# /bin), for the shell images a driver's recipe pulls; PROGRAMs (this host's, with the libraries
+# they load) for what Debian's busybox leaves out that upstream's has (printenv).
+pack_busybox() {
+  local name=$1 output=$2 links layer program lib
+  shift 2
+  [ -x /bin/busybox ] || apt_install busybox-static
+  links=$(/bin/busybox --list | sed 's#^#/bin/#' | paste -sd, -)
+  layer="${output%.tar}-layer"
+  rm -rf "${layer}" && mkdir -p "${layer}"
+  for program in "$@"; do
+    program=$(command -v "${program}") || die "${program}: not on this host"
+    install -D "${program}" "${layer}/usr/bin/${program##*/}"
+    for lib in $(ldd "${program}" | grep -o '/[^ ]*'); do
+      [ -e "${layer}${lib}" ] || install -D "$(readlink -f "${lib}")" "${layer}${lib}"
     done
-    [ "${variant}" = unmodified ] && run_unrunnable
   done
-  stop_standin
+  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "${layer}.tar" -C "${layer}" .
+  "${OUTPUT_DIR}/bin/imagepack" --binary /bin/busybox --name "${name}" --entrypoint /bin/sh \
+    --env PATH=/bin:/usr/bin --links "${links}" --base-layer "${layer}.tar" --output "${output}"
+  rm -rf "${layer}" "${layer}.tar"
 }
 
-stage_report() {
-  go run ./test/realdriver/report --reports "${REAL_DIR}/reports" --unrunnable "${UNRUNNABLE}" \
-    --adoption-patch "${ADOPTION_PATCH}" --commit "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+dirty')" \
-    --kube-version "${KUBE_VERSION}" --output "${REAL_DRIVER_REPORT:-docs/real-driver.md}"
+# apt_install PACKAGE...: Debian packages a driver's suite needs (bats, busybox-static), installed
+# once.
+apt_install() {
+  local missing=()
+  for package in "$@"; do
+    dpkg -s "${package}" > /dev/null 2>&1 || missing+=("${package}")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]} from Debian's packages"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null ||
+    { apt-get update -qq > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" > /dev/null; } ||
+    die "apt-get install ${missing[*]} failed"
 }
 
 full=false
 [ ${#stages[@]} -eq ${#ALL_STAGES[@]} ] && full=true
-start=${SECONDS}
-# finish: whatever happened, the stand-in stops and (after a full run) the cluster goes; the
+run_start=${SECONDS}
+# finish: whatever happened, the driver's helpers stop and (after a full run) its cluster goes; the
 # teardown is part of the test, as in make test-kind.
 finish() {
   local rc=$?
-  stop_standin
-  if ${full} && [ "${KIND_KEEP:-}" != 1 ]; then
-    hack/kind-down.sh || rc=1
+  if [ -n "${DRIVER:-}" ]; then
+    driver_cleanup
+    if ${full} && [ "${KIND_KEEP:-}" != 1 ]; then
+      driver_teardown || rc=1
+    fi
   fi
-  [ "${rc}" -eq 0 ] || die "test-real-driver failed after $((SECONDS - start))s"
-  log "test-real-driver (${stages[*]}) passed in $((SECONDS - start))s"
+  [ "${rc}" -eq 0 ] || die "test-real-driver (${DRIVER:-}) failed after $((SECONDS - run_start))s"
+  log "test-real-driver (${drivers[*]}: ${stages[*]}) passed in $((SECONDS - run_start))s"
 }
 trap finish EXIT
-for stage in "${stages[@]}"; do
-  timed "real driver: ${stage}" "stage_${stage}"
+for DRIVER in "${drivers[@]}"; do
+  REAL_DIR="${OUTPUT_DIR}/real-driver/${DRIVER}"
+  UNRUNNABLE=""
+  # shellcheck source=hack/real-driver/example.sh
+  source "${REPO_ROOT}/hack/real-driver/${DRIVER}.sh"
+  SNAPSHOT="${REPO_ROOT}/../shared/third_party/${SNAPSHOT_DIR}.tar.gz"
+  for stage in "${stages[@]}"; do
+    timed "real driver ${DRIVER}: ${stage}" "stage_${stage}"
+  done
+  if ${full} && [ "${KIND_KEEP:-}" != 1 ]; then
+    driver_teardown
+  fi
 done
+DRIVER=

@@ -3,10 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 
 # The project's test run (make test, README, .ci/run), or some of its stages:
-#   hack/test.sh [STAGE...]      default: verify unit build upstream versions e2e release, in this
-#                                order: what fits make test's 60-minute budget from cold on 2 cores.
-#                                make test-extra runs the rest: adoption real-driver upstream-e2e
-#                                bench kind (docs/building.md, "How long it takes").
+#   hack/test.sh [STAGE...]      default: verify unit real-driver build upstream versions e2e
+#                                release, in this order: what fits make test's 60-minute budget from
+#                                cold on 2 cores. make test-extra runs the rest: adoption
+#                                upstream-e2e bench kind (docs/building.md, "How long it takes").
 #   verify   static checks (hack/verify.sh: gofmt, vet, shellcheck, license headers, codegen,
 #            go.mod, the patch series applies to pristine KUBE_VERSION and builds; the two
 #            checks only the kind recipe needs run in the kind stage)
@@ -14,9 +14,10 @@
 #            stand-ins' (make unit; no root)
 #   adoption outside modules fetch the driver library by its release tag, with no replace, and build
 #            and test against it (a scratch release; hack/verify-adoption.sh)
-#   real-driver  kubernetes-sigs/dra-example-driver v0.4.0 (../shared/third_party): our adoption patch
-#            and specs apply, the adopted driver builds and passes its own unit tests (make
-#            test-real-driver runs its own e2e suite on kind, stock / gate off / gate on)
+#   real-driver  per driver written elsewhere (../shared/third_party: dra-example-driver v0.4.0,
+#            dra-driver-google-tpu v0.2.0): our adoption patch and tests apply, the adopted driver
+#            builds and passes its own vet and unit tests (make test-real-driver runs each one's own
+#            suite on kind, stock / gate off / gate on)
 #   build    the fork and the stock kubelet, the local cluster, the test driver and tools
 #   upstream upstream's unit tests in the patched tree
 #   versions on every supported Kubernetes version but the default: the series ported to its tree
@@ -234,18 +235,22 @@ run_stage() {
   esac
 }
 
-# real_driver_check counts as one test: the driver's own unit tests are its suite, not ours.
+# real_driver_check counts one test per driver: a driver's own unit tests are its suite, not ours.
 real_driver_check() {
-  local log="${results}/real-driver.log"
-  if REAL_DRIVER_CHECK_ONLY=1 hack/test-real-driver.sh check > "${log}" 2>&1; then
-    grep -E 'adoption patch|done in|^(ok|FAIL)' "${log}" || true
-    passed=$((passed + 1))
-  else
-    echo "last lines of ${log#"${REPO_ROOT}/"}:"
-    tail -40 "${log}"
-    failed=$((failed + 1))
-    return 1
-  fi
+  local driver log rc=0
+  for driver in $(hack/test-real-driver.sh --list); do
+    log="${results}/real-driver-${driver}.log"
+    if REAL_DRIVER_CHECK_ONLY=1 hack/test-real-driver.sh --driver "${driver}" check > "${log}" 2>&1; then
+      grep -E 'adoption patch|done in|^(ok|FAIL)' "${log}" || true
+      passed=$((passed + 1))
+    else
+      echo "last lines of ${log#"${REPO_ROOT}/"}:"
+      tail -40 "${log}"
+      failed=$((failed + 1))
+      rc=1
+    fi
+  done
+  return "${rc}"
 }
 
 # release_check counts as one test.
@@ -259,7 +264,7 @@ release_check() {
 }
 
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(verify unit build upstream versions e2e release)
+[ "${#stages[@]}" -gt 0 ] || stages=(verify unit real-driver build upstream versions e2e release)
 for name in "${stages[@]}"; do
   case "${name}" in
     build | e2e | upstream-e2e | bench | kind | release) [ "$(id -u)" -eq 0 ] || die "run as root: stage ${name} runs a real kubelet and containerd or installs packages" ;;

@@ -71,7 +71,7 @@ shellcheck_scripts() {
     [ "$(id -u)" -eq 0 ] || { echo "shellcheck is not installed (apt-get install shellcheck)"; return 1; }
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck > /dev/null
   fi
-  shellcheck -x hack/*.sh hack/kind/*.sh .ci/run
+  shellcheck -x hack/*.sh hack/kind/*.sh hack/real-driver/*.sh hack/real-driver/docker .ci/run
 }
 
 check gofmt gofmt_clean

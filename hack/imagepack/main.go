@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 )
 
 const (
@@ -144,7 +146,14 @@ func writeFile(output string, opts Options) error {
 
 // Pack writes the OCI image-layout tarball of the image described by opts to w.
 func Pack(w io.Writer, opts Options) error {
-	if !strings.Contains(opts.Name, ":") || strings.HasSuffix(opts.Name, ":") {
+	// The CRI looks images up by their full name: a short name (busybox:v1) is recorded as
+	// the container runtime completes it, so that a pod asking for the short name finds it.
+	named, err := reference.ParseNormalizedNamed(opts.Name)
+	if err != nil {
+		return fmt.Errorf("image name %q: %w", opts.Name, err)
+	}
+	tagged, ok := named.(reference.Tagged)
+	if !ok {
 		return fmt.Errorf("image name %q has no tag", opts.Name)
 	}
 	bin, err := os.ReadFile(opts.Binary)
@@ -204,7 +213,7 @@ func Pack(w io.Writer, opts Options) error {
 	if err != nil {
 		return err
 	}
-	tag := opts.Name[strings.LastIndex(opts.Name, ":")+1:]
+	tag := tagged.Tag()
 	idx := index{
 		SchemaVersion: 2,
 		MediaType:     mediaTypeIndex,
@@ -214,7 +223,7 @@ func Pack(w io.Writer, opts Options) error {
 			Size:      int64(len(manJSON)),
 			Platform:  &platform{Architecture: cfg.Architecture, OS: cfg.OS},
 			Annotations: map[string]string{
-				"io.containerd.image.name":          opts.Name,
+				"io.containerd.image.name":          named.String(),
 				"org.opencontainers.image.ref.name": tag,
 			},
 		}},

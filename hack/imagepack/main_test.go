@@ -70,6 +70,34 @@ func TestPack(t *testing.T) {
 	}
 }
 
+// TestPackShortName: a short name is recorded as the container runtime completes it (the
+// default registry's library/ path), which a pod asking for the short name looks up.
+func TestPackShortName(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Pack(&out, Options{Binary: exe, Name: "busybox:v1"}); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	var idx index
+	for hdr, data := range tarEntries(t, out.Bytes()) {
+		if hdr.Name == "index.json" {
+			if err := json.Unmarshal(data, &idx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	name := idx.Manifests[0].Annotations["io.containerd.image.name"]
+	if !strings.HasSuffix(name, "/library/busybox:v1") || strings.Count(name, "/") != 2 {
+		t.Errorf("recorded name %q, want the full name of busybox:v1", name)
+	}
+	if tag := idx.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; tag != "v1" {
+		t.Errorf("ref.name %q, want v1", tag)
+	}
+}
+
 // TestPackLinks: a multi-call binary gets its links, their directories once each and before the
 // links, and an Env that sets PATH replaces the default one.
 func TestPackLinks(t *testing.T) {

@@ -42,15 +42,16 @@ func repoFile(t *testing.T, path ...string) []byte {
 }
 
 // clusterConfigs are the kind cluster configs, by subtest name: deploy/kind's, every node on the
-// fork and a fleet mid-rollout with a stock worker, and make test-real-driver's (one worker, the
-// gates and API its driver's suite needs).
+// fork and a fleet mid-rollout with a stock worker, and make test-real-driver's (one worker each:
+// the gates and API dra-example-driver's suite needs, the label dra-driver-google-tpu's needs).
 var clusterConfigs = map[string]string{
-	"cluster.yaml":            "deploy/kind/cluster.yaml",
-	"mixed-cluster.yaml":      "deploy/kind/mixed-cluster.yaml",
-	"realdriver-cluster.yaml": "test/realdriver/cluster.yaml",
+	"cluster.yaml":                    "deploy/kind/cluster.yaml",
+	"mixed-cluster.yaml":              "deploy/kind/mixed-cluster.yaml",
+	"realdriver-example-cluster.yaml": "test/realdriver/example/cluster.yaml",
+	"realdriver-tpu-cluster.yaml":     "test/realdriver/tpu/cluster.yaml",
 }
 
-// realDriverCluster says whether the running subtest checks test/realdriver/cluster.yaml.
+// realDriverCluster says whether the running subtest checks one of test/realdriver's clusters.
 func realDriverCluster(t *testing.T) bool { return strings.Contains(t.Name(), "/realdriver-") }
 
 // forEachCluster runs check on each of clusterConfigs, decoded strictly, as a subtest.

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,7 +60,7 @@ func TestRenderProblems(t *testing.T) {
 			if tc.change != nil {
 				tc.change(runs)
 			}
-			markdown, problems := render(runs, tc.proof, left, 16, "abc", "v1.37.2")
+			markdown, problems := render(drivers["example"], runs, tc.proof, left, 16, "abc", "v1.37.2")
 			if len(problems) != len(tc.want) {
 				t.Fatalf("problems %q, want %q", problems, tc.want)
 			}
@@ -80,5 +82,87 @@ func TestFailureText(t *testing.T) {
 	want := `Failed to create objects from pg.yaml failed to get REST mapping: no matches for kind "PodGroup"`
 	if got := failureText(s); got != want {
 		t.Errorf("failureText = %q, want %q", got, want)
+	}
+}
+
+func TestReadTAP(t *testing.T) {
+	tests := map[string]struct {
+		tap, seconds string
+		wantStates   []string
+		wantProblem  string
+		wantEntry    string
+		wantFailure  string
+	}{
+		"a complete run": {
+			tap:        "1..3\nok 1 the plugin runs\n# pod created to Failed: 2s\nok 2 a pod fails\nok 3 later # skip (no TPU v5)\n",
+			seconds:    "301\n",
+			wantStates: []string{"passed", "passed", "skipped"},
+			wantEntry:  "pod created to Failed: 2s",
+		},
+		"a failed test keeps its words": {
+			tap:         "1..2\nok 1 first\nnot ok 2 second\n# (in test file tests/e2e.bats, line 9)\n#   `assert_output 4' failed\n",
+			wantStates:  []string{"passed", "failed"},
+			wantFailure: "assert_output 4' failed",
+		},
+		"setup_suite failed": {
+			tap:         "1..7\nnot ok 1 setup_suite\n# (from function `setup_suite' in test file tests/setup_suite.bash, line 40)\n",
+			wantStates:  []string{"failed"},
+			wantProblem: "0 test results for a plan of 7 tests",
+		},
+		"no plan": {wantProblem: "no TAP plan"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			base := filepath.Join(t.TempDir(), "adopted-fork-on")
+			if err := os.WriteFile(base+".tap", []byte(tc.tap), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.seconds != "" {
+				if err := os.WriteFile(base+".seconds", []byte(tc.seconds), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			suite, err := readRun(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var states []string
+			for _, s := range suite.SpecReports {
+				states = append(states, s.State)
+			}
+			if strings.Join(states, ",") != strings.Join(tc.wantStates, ",") {
+				t.Errorf("states %q, want %q", states, tc.wantStates)
+			}
+			if !strings.Contains(suite.Problem, tc.wantProblem) || (tc.wantProblem == "") != (suite.Problem == "") {
+				t.Errorf("problem %q, want %q", suite.Problem, tc.wantProblem)
+			}
+			if tc.wantEntry != "" {
+				e := suite.SpecReports[1].ReportEntries
+				if len(e) != 1 || e[0].Name+": "+e[0].Value.Representation != tc.wantEntry {
+					t.Errorf("second test's entries %+v, want %q", e, tc.wantEntry)
+				}
+			}
+			if tc.wantFailure != "" && !strings.Contains(failureText(suite.SpecReports[len(suite.SpecReports)-1]), tc.wantFailure) {
+				t.Errorf("failure %q, want it to contain %q", failureText(suite.SpecReports[len(suite.SpecReports)-1]), tc.wantFailure)
+			}
+			if tc.seconds != "" && suite.RunTime.Seconds() != 301 {
+				t.Errorf("run time %v, want 301s", suite.RunTime)
+			}
+		})
+	}
+}
+
+func TestWithSectionKeepsTheOthers(t *testing.T) {
+	doc := withSection("", "tpu", "## TPU, first run\n")
+	doc = withSection(doc, "example", "## example\n")
+	doc = withSection(doc, "tpu", "## TPU, second run\n")
+	if strings.Contains(doc, "first run") || !strings.Contains(doc, "second run") || !strings.Contains(doc, "## example") {
+		t.Fatalf("doc:\n%s", doc)
+	}
+	if strings.Index(doc, "## example") > strings.Index(doc, "## TPU") {
+		t.Errorf("sections not in driverOrder:\n%s", doc)
+	}
+	if strings.Count(doc, docTitle) != 1 {
+		t.Errorf("title %d times", strings.Count(doc, docTitle))
 	}
 }
