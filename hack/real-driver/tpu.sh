@@ -166,6 +166,9 @@ driver_suite() {
   ) > "${REAL_DIR}/reports/${variant}-${mode}.tap" 2> "${REAL_DIR}/reports/${variant}-${mode}.log"
 }
 
-driver_suite_summary() { grep -cE '^ok ' "${REAL_DIR}/reports/$1-$2.tap" | sed 's/$/ ok/'; grep -cE '^not ok ' "${REAL_DIR}/reports/$1-$2.tap" | sed 's/$/ not ok/'; }
+driver_suite_summary() {
+  local tap="${REAL_DIR}/reports/$1-$2.tap"
+  echo "$(grep -cE '^ok ' "${tap}") ok, $(grep -cE '^not ok ' "${tap}") not ok of $(sed -n 's/^1\.\.//p' "${tap}" | head -1)"
+}
 
 driver_unrunnable() { :; }

@@ -61,8 +61,9 @@ creates), builds and installs the driver with its Helm chart, and deletes the cl
 one cluster per run, of the run's kubelet (test/realdriver/tpu/cluster.yaml, given to its scripts
 as KIND_CLUSTER_CONFIG_PATH; hack/real-driver/tpu.sh derives the gate-off and stock clusters).
 "adopted" is the same driver with examples/dra-driver-google-tpu/permanent-errors.patch
-(PATCH_LINES changed lines; its vendor tree updated with go mod vendor, as its maintainers do) and
-our test in the suite's style (test/realdriver/tpu/permanent-test.patch, tests/permanent-errors.bats):
+(PATCH_LINES changed lines; the library added to its vendor tree as go mod vendor adds it, which
+itself cannot run here: the driver requires k8s.io/kubernetes v1.37.0-rc.0, which the module proxy
+does not serve) and our test in the suite's style (test/realdriver/tpu/permanent-test.patch, tests/permanent-errors.bats):
 a claim for one of the node's four chips, which the scheduler allocates and the driver always
 refuses ("claim requests partial tpu devices"), Fails its pod with the driver's words on the fork
 with the gate on; elsewhere the pod stays Pending while the kubelet retries, as before.`,
@@ -79,7 +80,8 @@ with the gate on; elsewhere the pod stays Pending while the kubelet retries, as 
   and this project's pause (cmd/test-workload --mode=pause) under pause's, both mounted among the
   nodes' preloaded images (/kind/images).
 - **busybox:latest** (demo/specs/tpu-test.yaml, pull policy Always): busybox-static under a local
-  tag; the copy's spec file is rewritten to it.
+  tag, with this host's printenv and the libraries it loads (Debian's busybox has no printenv
+  applet, which the suite runs); the copy's spec file is rewritten to it.
 - **helm** (its Makefile runs v3.20.1 from the module proxy; its scripts call helm): v3.20.2, the
   nearest patch release the module proxy serves, built from helm.sh/helm/v3.
 - **bats, bats-support, bats-assert** (its README clones the helpers into tests/test_helper):
