@@ -205,27 +205,35 @@ switch_kubelet() {
   done
 }
 
-# pack_busybox NAME OUTPUT [PROGRAM...]: an image of Debian's busybox-static (its applets linked in
-# /bin), for the shell images a driver's recipe pulls; PROGRAMs (this host's, with the libraries
-# they load) for what Debian's busybox leaves out that upstream's has (printenv).
-pack_busybox() {
-  local name=$1 output=$2 links layer program lib
-  shift 2
-  [ -x /bin/busybox ] || apt_install busybox-static
-  links=$(/bin/busybox --list | sed 's#^#/bin/#' | paste -sd, -)
-  layer="${output%.tar}-layer"
+# host_layer LAYER PROGRAM...: LAYER.tar, an image layer of this host's PROGRAMs (at their paths)
+# and the libraries they load.
+host_layer() {
+  local layer=$1 program lib
+  shift
   rm -rf "${layer}" && mkdir -p "${layer}"
   for program in "$@"; do
     program=$(command -v "${program}") || die "${program}: not on this host"
-    install -D "${program}" "${layer}/usr/bin/${program##*/}"
+    install -D "${program}" "${layer}${program}"
     for lib in $(ldd "${program}" | grep -o '/[^ ]*'); do
       [ -e "${layer}${lib}" ] || install -D "$(readlink -f "${lib}")" "${layer}${lib}"
     done
   done
   tar --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "${layer}.tar" -C "${layer}" .
+  rm -rf "${layer}"
+}
+
+# pack_busybox NAME OUTPUT [PROGRAM...]: an image of Debian's busybox-static (its applets linked in
+# /bin), for the shell images a driver's recipe pulls; PROGRAMs (this host's, with the libraries
+# they load) for what Debian's busybox leaves out that upstream's has (printenv).
+pack_busybox() {
+  local name=$1 output=$2 links
+  shift 2
+  [ -x /bin/busybox ] || apt_install busybox-static
+  links=$(/bin/busybox --list | sed 's#^#/bin/#' | paste -sd, -)
+  host_layer "${output%.tar}-layer" "$@"
   "${OUTPUT_DIR}/bin/imagepack" --binary /bin/busybox --name "${name}" --entrypoint /bin/sh \
-    --env PATH=/bin:/usr/bin --links "${links}" --base-layer "${layer}.tar" --output "${output}"
-  rm -rf "${layer}" "${layer}.tar"
+    --env PATH=/bin:/usr/bin --links "${links}" --base-layer "${output%.tar}-layer.tar" --output "${output}"
+  rm -f "${output%.tar}-layer.tar"
 }
 
 # apt_install PACKAGE...: Debian packages a driver's suite needs (bats, busybox-static), installed

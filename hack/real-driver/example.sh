@@ -69,15 +69,7 @@ driver_images() {
   done
   # The demo pods' shell: bash and sleep with the libraries they load, from this host.
   layer="${REAL_DIR}/images/shell-layer"
-  rm -rf "${layer}" && mkdir -p "${layer}"
-  local file lib
-  for file in /usr/bin/bash /usr/bin/sleep; do
-    install -D "${file}" "${layer}${file}"
-    for lib in $(ldd "${file}" | grep -o '/[^ ]*'); do
-      [ -e "${layer}${lib}" ] || install -D "$(readlink -f "${lib}")" "${layer}${lib}"
-    done
-  done
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "${layer}.tar" -C "${layer}" .
+  host_layer "${layer}" /usr/bin/bash /usr/bin/sleep
   "${OUTPUT_DIR}/bin/imagepack" --binary /usr/bin/bash --name "${SHELL_IMAGE}" --env PATH=/usr/bin \
     --base-layer "${layer}.tar" --output "${REAL_DIR}/images/shell.tar"
   # The demo manifests with that image.
